@@ -1,0 +1,84 @@
+//! `fieldguard replay`: JSONL cases in, JSONL results out (the oracle's formats).
+
+use crate::replay::{Replayer, is_synthetic};
+use clap::Args;
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::process::ExitCode;
+
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// Case files (JSONL); standard input if none.
+    pub files: Vec<std::path::PathBuf>,
+    /// Evaluate each case's "expect" block; print a summary to stderr and exit 1 on failure.
+    #[arg(long)]
+    pub check: bool,
+}
+
+pub fn run(args: ReplayArgs) -> ExitCode {
+    let mut inputs: Vec<(String, Box<dyn Read>)> = Vec::new();
+    if args.files.is_empty() {
+        inputs.push(("<stdin>".into(), Box::new(std::io::stdin())));
+    }
+    for p in &args.files {
+        match std::fs::File::open(p) {
+            Ok(f) => inputs.push((p.display().to_string(), Box::new(f))),
+            Err(e) => {
+                eprintln!("error: {}: {e}", p.display());
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let mut replayer = Replayer::new();
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let (mut passed, mut failed) = (0usize, 0usize);
+    for (name, input) in inputs {
+        for (n, line) in BufReader::new(input).split(b'\n').enumerate() {
+            let line = match line {
+                Ok(l) => l,
+                Err(e) => {
+                    eprintln!("error: {name}:{}: {e}", n + 1);
+                    return ExitCode::from(2);
+                }
+            };
+            let trimmed = line.trim_ascii();
+            if trimmed.is_empty() || trimmed.starts_with(b"#") || trimmed.starts_with(b"//") {
+                continue;
+            }
+            let res = replayer.run_line(trimmed);
+            let text = res.to_json(&is_synthetic);
+            if writeln!(out, "{text}").is_err() {
+                return ExitCode::from(2);
+            }
+            if args.check {
+                let label = if res.name.is_empty() {
+                    "<unnamed>"
+                } else {
+                    &res.name
+                };
+                match &res.result.check {
+                    None => eprintln!("SKIP {label} (no expect)"),
+                    Some(c) if c.passed => {
+                        passed += 1;
+                        eprintln!("PASS {label}");
+                    }
+                    Some(c) => {
+                        failed += 1;
+                        eprintln!("FAIL {label}");
+                        for f in &c.failures {
+                            eprintln!("     {f}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let _ = out.flush();
+    if args.check {
+        eprintln!("{passed} passed, {failed} failed");
+        if failed > 0 {
+            return ExitCode::from(1);
+        }
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,566 @@
+//! The FieldsV1 wire format of `metadata.managedFields[].fieldsV1`: a JSON object whose keys are
+//! serialized path elements (`f:name`, `k:{json}`, `v:json`, `i:n`, and `.` for "this node is a
+//! member too"). Encoding is byte-identical to structured-merge-diff's; decoding accepts everything
+//! the apiserver accepts (unknown prefixes are dropped, trailing data in `k:`/`v:` is ignored).
+
+use super::element::{KeyField, PathElement};
+use super::set::Set;
+use crate::value::gofmt::{Escape, write_json_string};
+use crate::value::json::{self as vjson, Style};
+use crate::value::{Map, Str, Value};
+use std::fmt::Write;
+
+/// Why a FieldsV1 document could not be decoded.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("invalid FieldsV1 at byte {offset}: {message}")]
+pub struct FieldsV1Error {
+    pub offset: usize,
+    pub message: String,
+}
+
+/// Deepest FieldsV1 nesting accepted (objects are at most 128 deep, plus list items).
+const MAX_DEPTH: usize = 512;
+
+impl Set {
+    /// Encodes the set as FieldsV1 JSON, exactly as structured-merge-diff does.
+    pub fn to_fields_v1(&self) -> String {
+        let mut out = String::with_capacity(64);
+        let mut key = String::with_capacity(32);
+        out.push('{');
+        self.emit(false, &mut out, &mut key);
+        out.push('}');
+        out
+    }
+
+    fn emit(&self, include_self: bool, out: &mut String, key: &mut String) {
+        let mut first = true;
+        let mut sep = |out: &mut String| {
+            if !first {
+                out.push(',');
+            }
+            first = false;
+        };
+        if include_self && !(self.members().is_empty() && self.children().is_empty()) {
+            sep(out);
+            out.push_str("\".\":{}");
+        }
+        let (members, children) = (self.members(), self.children());
+        let (mut mi, mut ci) = (0, 0);
+        while mi < members.len() || ci < children.len() {
+            let ord = match (members.get(mi), children.get(ci)) {
+                (Some(m), Some((c, _))) => m.compare(c),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                _ => std::cmp::Ordering::Greater,
+            };
+            sep(out);
+            match ord {
+                std::cmp::Ordering::Less => {
+                    write_key(out, key, &members[mi]);
+                    out.push_str(":{}");
+                    mi += 1;
+                }
+                std::cmp::Ordering::Greater => {
+                    let (pe, sub) = &children[ci];
+                    write_key(out, key, pe);
+                    out.push_str(":{");
+                    sub.emit(false, out, key);
+                    out.push('}');
+                    ci += 1;
+                }
+                std::cmp::Ordering::Equal => {
+                    let (pe, sub) = &children[ci];
+                    write_key(out, key, pe);
+                    out.push_str(":{");
+                    sub.emit(true, out, key);
+                    out.push('}');
+                    mi += 1;
+                    ci += 1;
+                }
+            }
+        }
+    }
+
+    /// Decodes FieldsV1 JSON bytes.
+    pub fn from_fields_v1(input: &[u8]) -> Result<Set, FieldsV1Error> {
+        let mut d = Decoder { b: input, i: 0 };
+        d.ws();
+        let (children, _) = d.object(0)?;
+        Ok(children.unwrap_or_default())
+    }
+
+    /// Decodes FieldsV1 that was already parsed as part of a larger JSON or YAML document.
+    pub fn from_fields_v1_value(v: &Value) -> Result<Set, FieldsV1Error> {
+        let text = vjson::to_string(v, Style::PLAIN);
+        Set::from_fields_v1(text.as_bytes())
+    }
+}
+
+/// Serializes a path element the way smd writes FieldsV1 keys (`f:`, `k:`, `v:`, `i:`).
+pub fn serialize_path_element(pe: &PathElement) -> String {
+    let mut s = String::new();
+    pe_text(&mut s, pe);
+    s
+}
+
+fn pe_text(s: &mut String, pe: &PathElement) {
+    match pe {
+        PathElement::Field(n) => {
+            s.push_str("f:");
+            s.push_str(n);
+        }
+        PathElement::Key(fields) => {
+            s.push_str("k:{");
+            for (i, f) in fields.iter().enumerate() {
+                if i > 0 {
+                    s.push(',');
+                }
+                write_json_string(s, &f.name, Escape::Minimal);
+                s.push(':');
+                vjson::write(s, &f.value, Style::JSONITER);
+            }
+            s.push('}');
+        }
+        PathElement::Value(v) => {
+            s.push_str("v:");
+            vjson::write(s, v, Style::JSONITER);
+        }
+        PathElement::Index(i) => {
+            let _ = write!(s, "i:{i}");
+        }
+    }
+}
+
+fn write_key(out: &mut String, buf: &mut String, pe: &PathElement) {
+    if let PathElement::Field(n) = pe {
+        // Fast path: plain field names need no escaping.
+        if n.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+            out.push_str("\"f:");
+            out.push_str(n);
+            out.push('"');
+            return;
+        }
+    }
+    buf.clear();
+    pe_text(buf, pe);
+    write_json_string(out, buf, Escape::Minimal);
+}
+
+/// Why a key could not be turned into a path element.
+enum PeError {
+    /// A prefix this version does not know: dropped, like the apiserver does.
+    Unknown,
+    Invalid(String),
+}
+
+/// Parses a FieldsV1 key (smd `DeserializePathElement`).
+pub fn deserialize_path_element(s: &str) -> Result<Option<PathElement>, String> {
+    match parse_pe(s) {
+        Ok(pe) => Ok(Some(pe)),
+        Err(PeError::Unknown) => Ok(None),
+        Err(PeError::Invalid(m)) => Err(m),
+    }
+}
+
+fn parse_pe(s: &str) -> Result<PathElement, PeError> {
+    let b = s.as_bytes();
+    if b.len() < 2 {
+        return Err(PeError::Invalid("key must be 2 characters long".into()));
+    }
+    if b[1] != b':' {
+        return Err(PeError::Invalid(format!("missing colon: {s}")));
+    }
+    let rest = &s[2..];
+    match b[0] {
+        b'f' => Ok(PathElement::Field(Str::from(rest))),
+        b'v' => {
+            let v = lenient_value(rest).map_err(PeError::Invalid)?;
+            Ok(PathElement::Value(v))
+        }
+        b'k' => {
+            let v = lenient_value(rest).map_err(PeError::Invalid)?;
+            match v {
+                Value::Map(m) => Ok(PathElement::key(
+                    m.into_entries()
+                        .into_iter()
+                        .map(|(name, value)| KeyField { name, value })
+                        .collect(),
+                )),
+                Value::Null => Ok(PathElement::Key(Box::new([]))),
+                other => Err(PeError::Invalid(format!(
+                    "key payload must be an object, found {}",
+                    other.type_name()
+                ))),
+            }
+        }
+        b'i' => go_atoi(rest)
+            .map(PathElement::Index)
+            .ok_or_else(|| PeError::Invalid(format!("invalid index {rest:?}"))),
+        _ => Err(PeError::Unknown),
+    }
+}
+
+/// Reads the first JSON value of `s` (trailing data is ignored, as json-iterator does) with all
+/// numbers as floats (json-iterator decodes untyped numbers as `float64`).
+fn lenient_value(s: &str) -> Result<Value, String> {
+    let mut it = serde_json::Deserializer::from_str(s).into_iter::<Value>();
+    match it.next() {
+        Some(Ok(v)) => Ok(floats(v)),
+        Some(Err(e)) => Err(e.to_string()),
+        None => Err("empty value".into()),
+    }
+}
+
+fn floats(v: Value) -> Value {
+    match v {
+        Value::Int(i) => Value::Float(i as f64),
+        Value::List(l) => Value::List(l.into_iter().map(floats).collect()),
+        Value::Map(m) => Value::Map(
+            m.into_entries()
+                .into_iter()
+                .map(|(k, v)| (k, floats(v)))
+                .collect::<Map>(),
+        ),
+        v => v,
+    }
+}
+
+/// Go's `strconv.Atoi` (64-bit).
+fn go_atoi(s: &str) -> Option<i64> {
+    let (neg, digits) = match s.as_bytes().first()? {
+        b'+' => (false, &s[1..]),
+        b'-' => (true, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let u: u64 = digits.parse().ok()?;
+    if neg {
+        if u <= i64::MAX as u64 + 1 {
+            Some((u as i128).wrapping_neg() as i64)
+        } else {
+            None
+        }
+    } else {
+        i64::try_from(u).ok()
+    }
+}
+
+struct Decoder<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl Decoder<'_> {
+    fn err<T>(&self, msg: impl Into<String>) -> Result<T, FieldsV1Error> {
+        Err(FieldsV1Error {
+            offset: self.i,
+            message: msg.into(),
+        })
+    }
+
+    fn ws(&mut self) {
+        while let Some(c) = self.b.get(self.i) {
+            if matches!(c, b' ' | b'\t' | b'\n' | b'\r') {
+                self.i += 1;
+            } else {
+                break;
+            }
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn expect_lit(&mut self, lit: &[u8]) -> Result<(), FieldsV1Error> {
+        if self.b[self.i..].starts_with(lit) {
+            self.i += lit.len();
+            Ok(())
+        } else {
+            self.err(format!("expected {}", String::from_utf8_lossy(lit)))
+        }
+    }
+
+    /// Reads an object (or `null`): returns its children and whether the node is a member.
+    fn object(&mut self, depth: usize) -> Result<(Option<Set>, bool), FieldsV1Error> {
+        if depth > MAX_DEPTH {
+            return self.err("nesting too deep");
+        }
+        match self.peek() {
+            Some(b'n') => {
+                self.expect_lit(b"null")?;
+                return Ok((None, true));
+            }
+            Some(b'{') => self.i += 1,
+            Some(c) => return self.err(format!("expected {{ or null, found {:?}", c as char)),
+            None => return self.err("unexpected end of input"),
+        }
+        let mut children: Option<Set> = None;
+        let mut is_member = false;
+        self.ws();
+        if self.peek() == Some(b'}') {
+            self.i += 1;
+            return Ok((None, true));
+        }
+        loop {
+            self.ws();
+            let key = self.string()?;
+            self.ws();
+            if self.peek() != Some(b':') {
+                return self.err("expected ':'");
+            }
+            self.i += 1;
+            self.ws();
+            if key == "." {
+                is_member = true;
+                self.skip_value(depth)?;
+            } else {
+                match parse_pe(&key) {
+                    Err(PeError::Unknown) => self.skip_value(depth)?,
+                    Err(PeError::Invalid(m)) => {
+                        return self.err(format!("parsing key as path element: {m}"));
+                    }
+                    Ok(pe) => {
+                        let (grand, child_member) = self.object(depth + 1)?;
+                        let node = children.get_or_insert_with(Set::new);
+                        match (child_member, grand) {
+                            (true, Some(g)) => {
+                                node.push_member_sorted(pe.clone());
+                                node.put_child(pe, g);
+                            }
+                            (true, None) => node.push_member_sorted(pe),
+                            (false, Some(g)) => node.put_child(pe, g),
+                            (false, None) => {}
+                        }
+                    }
+                }
+            }
+            self.ws();
+            match self.peek() {
+                Some(b',') => self.i += 1,
+                Some(b'}') => {
+                    self.i += 1;
+                    break;
+                }
+                _ => return self.err("expected ',' or '}'"),
+            }
+        }
+        if children.is_none() {
+            is_member = true;
+        }
+        Ok((children, is_member))
+    }
+
+    fn string(&mut self) -> Result<String, FieldsV1Error> {
+        if self.peek() != Some(b'"') {
+            return self.err("expected a string key");
+        }
+        self.i += 1;
+        let start = self.i;
+        // Fast path: no escapes.
+        while let Some(&c) = self.b.get(self.i) {
+            match c {
+                b'"' => {
+                    let s = std::str::from_utf8(&self.b[start..self.i])
+                        .map_err(|_| FieldsV1Error {
+                            offset: start,
+                            message: "invalid UTF-8".into(),
+                        })?
+                        .to_string();
+                    self.i += 1;
+                    return Ok(s);
+                }
+                b'\\' => break,
+                _ => self.i += 1,
+            }
+        }
+        // Slow path: let serde_json unescape the literal.
+        let lit_start = start - 1;
+        let mut j = start;
+        let mut escaped = false;
+        while let Some(&c) = self.b.get(j) {
+            j += 1;
+            if escaped {
+                escaped = false;
+            } else if c == b'\\' {
+                escaped = true;
+            } else if c == b'"' {
+                let s: String =
+                    serde_json::from_slice(&self.b[lit_start..j]).map_err(|e| FieldsV1Error {
+                        offset: lit_start,
+                        message: e.to_string(),
+                    })?;
+                self.i = j;
+                return Ok(s);
+            }
+        }
+        self.i = j;
+        self.err("unterminated string")
+    }
+
+    fn skip_value(&mut self, depth: usize) -> Result<(), FieldsV1Error> {
+        if depth > MAX_DEPTH {
+            return self.err("nesting too deep");
+        }
+        match self.peek() {
+            Some(b'{') => {
+                self.i += 1;
+                self.ws();
+                if self.peek() == Some(b'}') {
+                    self.i += 1;
+                    return Ok(());
+                }
+                loop {
+                    self.ws();
+                    self.string()?;
+                    self.ws();
+                    if self.peek() != Some(b':') {
+                        return self.err("expected ':'");
+                    }
+                    self.i += 1;
+                    self.ws();
+                    self.skip_value(depth + 1)?;
+                    self.ws();
+                    match self.peek() {
+                        Some(b',') => self.i += 1,
+                        Some(b'}') => {
+                            self.i += 1;
+                            return Ok(());
+                        }
+                        _ => return self.err("expected ',' or '}'"),
+                    }
+                }
+            }
+            Some(b'[') => {
+                self.i += 1;
+                self.ws();
+                if self.peek() == Some(b']') {
+                    self.i += 1;
+                    return Ok(());
+                }
+                loop {
+                    self.ws();
+                    self.skip_value(depth + 1)?;
+                    self.ws();
+                    match self.peek() {
+                        Some(b',') => self.i += 1,
+                        Some(b']') => {
+                            self.i += 1;
+                            return Ok(());
+                        }
+                        _ => return self.err("expected ',' or ']'"),
+                    }
+                }
+            }
+            Some(b'"') => self.string().map(|_| ()),
+            Some(b't') => self.expect_lit(b"true"),
+            Some(b'f') => self.expect_lit(b"false"),
+            Some(b'n') => self.expect_lit(b"null"),
+            Some(c) if c == b'-' || c.is_ascii_digit() => {
+                while let Some(c) = self.peek() {
+                    if c.is_ascii_digit() || matches!(c, b'-' | b'+' | b'.' | b'e' | b'E') {
+                        self.i += 1;
+                    } else {
+                        break;
+                    }
+                }
+                Ok(())
+            }
+            Some(c) => self.err(format!("unexpected {:?}", c as char)),
+            None => self.err("unexpected end of input"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rt(s: &str) -> String {
+        Set::from_fields_v1(s.as_bytes()).unwrap().to_fields_v1()
+    }
+
+    #[test]
+    fn round_trips_real_fields() {
+        let real = r#"{"f:metadata":{"f:annotations":{".":{},"f:kubectl.kubernetes.io/last-applied-configuration":{}},"f:labels":{".":{},"f:app":{}}},"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"nginx\"}":{".":{},"f:image":{},"f:name":{},"f:ports":{".":{},"k:{\"containerPort\":80,\"protocol\":\"TCP\"}":{".":{},"f:containerPort":{},"f:protocol":{}}}}}}}}}"#;
+        assert_eq!(rt(real), real);
+    }
+
+    // Behaviour pinned against structured-merge-diff v4.6.0 (see the probe in the tests/ notes).
+    #[test]
+    fn decoder_matches_reference_leniency() {
+        assert_eq!(rt(r#"{"f:a":{"v:1}":{}}}"#), r#"{"f:a":{"v:1":{}}}"#);
+        assert_eq!(rt(r#"{"f:a":{"v:1 2":{}}}"#), r#"{"f:a":{"v:1":{}}}"#);
+        assert_eq!(rt(r#"{"f:a":{"i:+5":{}}}"#), r#"{"f:a":{"i:5":{}}}"#);
+        assert_eq!(
+            rt(r#"{"f:b": null, "f:c":{"x:y":{}}}"#),
+            r#"{"f:b":{},"f:c":{}}"#
+        );
+        assert_eq!(
+            rt(r#"{"f:a":{"k:{\"b\":1,\"a\":2}":{}}}"#),
+            r#"{"f:a":{"k:{\"a\":2,\"b\":1}":{}}}"#
+        );
+        assert_eq!(
+            rt(r#"{"f:a":{"f:b":{}},"f:a":{"f:c":{}}}"#),
+            r#"{"f:a":{"f:c":{}}}"#
+        );
+        assert_eq!(
+            rt(r#"{"f:a":{"f:b":{}},"f:a":{}}"#),
+            r#"{"f:a":{".":{},"f:b":{}}}"#
+        );
+        assert_eq!(rt(r#"{"f:a":{".":5}}"#), r#"{"f:a":{}}"#);
+        assert_eq!(rt(r#"{"f:a":{}} x"#), r#"{"f:a":{}}"#);
+        for bad in [
+            r#"{"f:a":5}"#,
+            r#"{"a":{}}"#,
+            r#"{"f:a":{"v:":{}}}"#,
+            r#"{"f:a":{"k:[1]":{}}}"#,
+            r#"{"f:a":[]}"#,
+            r#"{"f:a":"x"}"#,
+            r#"{"f:a":{"#,
+            "",
+        ] {
+            assert!(Set::from_fields_v1(bad.as_bytes()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn encoder_escapes_like_the_reference() {
+        // Go: fieldpath.NewSet(MakePathOrDie("q\"b\\s\x01\n\t\u2028é\x7f")) and a key with "<".
+        let mut s = Set::new();
+        s.insert(&[PathElement::field("q\"b\\s\u{1}\n\t\u{2028}é\u{7f}")]);
+        s.insert(&[PathElement::field("a<b&c")]);
+        s.insert(&[
+            PathElement::field("x"),
+            PathElement::key(vec![
+                KeyField {
+                    name: "name".into(),
+                    value: "a<>&\u{2028}\u{1}".into(),
+                },
+                KeyField {
+                    name: "n".into(),
+                    value: Value::Float(2.5),
+                },
+            ]),
+        ]);
+        s.insert(&[
+            PathElement::field("y"),
+            PathElement::Value(Value::Float(1e-7)),
+        ]);
+        s.insert(&[
+            PathElement::field("y"),
+            PathElement::Value(Value::Float(1e21)),
+        ]);
+        assert_eq!(
+            s.to_fields_v1(),
+            "{\"f:a<b&c\":{},\"f:q\\\"b\\\\s\\u0001\\n\\t\u{2028}é\u{7f}\":{},\"f:x\":{\"k:{\\\"n\\\":2.5,\\\"name\\\":\\\"a\\\\u003c\\\\u003e\\\\u0026\\\\u2028\\\\u0001\\\"}\":{}},\"f:y\":{\"v:1e-07\":{},\"v:1e+21\":{}}}"
+        );
+    }
+
+    #[test]
+    fn hostile_input_fails_cleanly() {
+        let deep = "{\"f:a\":".repeat(10_000);
+        assert!(Set::from_fields_v1(deep.as_bytes()).is_err());
+    }
+}

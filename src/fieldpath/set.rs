@@ -1,0 +1,509 @@
+//! Field sets: a trie of path elements with the set algebra structured-merge-diff uses
+//! (union, intersection, difference, recursive difference, leaves, named-field promotion).
+//! Every operation keeps smd's exact structural behaviour, including which empty nodes survive,
+//! because those details are visible in the FieldsV1 the apiserver writes.
+
+use super::element::{Path, PathElement};
+use crate::schema::{Schema, TypeRef};
+use std::cmp::Ordering;
+
+/// A set of field paths. A path is in the set iff its last element is a member of the node its
+/// prefix leads to; a node may be a pure parent (`children`) without being a member.
+#[derive(Clone, Debug, Default)]
+pub struct Set {
+    members: Vec<PathElement>,
+    children: Vec<(PathElement, Set)>,
+}
+
+fn find(members: &[PathElement], pe: &PathElement) -> Result<usize, usize> {
+    members.binary_search_by(|m| m.compare(pe))
+}
+
+fn find_child(children: &[(PathElement, Set)], pe: &PathElement) -> Result<usize, usize> {
+    children.binary_search_by(|(c, _)| c.compare(pe))
+}
+
+impl Set {
+    pub fn new() -> Self {
+        Set::default()
+    }
+
+    /// Builds a set from paths.
+    pub fn from_paths<'a>(paths: impl IntoIterator<Item = &'a [PathElement]>) -> Self {
+        let mut s = Set::new();
+        for p in paths {
+            s.insert(p);
+        }
+        s
+    }
+
+    pub fn members(&self) -> &[PathElement] {
+        &self.members
+    }
+
+    pub fn children(&self) -> &[(PathElement, Set)] {
+        &self.children
+    }
+
+    /// Adds a path (its parents are not added). The empty path is ignored.
+    pub fn insert(&mut self, path: &[PathElement]) {
+        let Some((last, prefix)) = path.split_last() else {
+            return;
+        };
+        let mut node = self;
+        for pe in prefix {
+            node = node.descend(pe);
+        }
+        node.insert_member(last.clone());
+    }
+
+    /// Adds `pe` as a member of this node.
+    pub fn insert_member(&mut self, pe: PathElement) {
+        if let Err(i) = find(&self.members, &pe) {
+            self.members.insert(i, pe);
+        }
+    }
+
+    /// The child node for `pe`, created if missing.
+    pub fn descend(&mut self, pe: &PathElement) -> &mut Set {
+        let i = match find_child(&self.children, pe) {
+            Ok(i) => i,
+            Err(i) => {
+                self.children.insert(i, (pe.clone(), Set::new()));
+                i
+            }
+        };
+        &mut self.children[i].1
+    }
+
+    /// Appends a member known to sort after all existing members (decoder fast path).
+    pub(crate) fn push_member_sorted(&mut self, pe: PathElement) {
+        match self.members.last() {
+            Some(last) if last.compare(&pe) != Ordering::Less => self.insert_member(pe),
+            _ => self.members.push(pe),
+        }
+    }
+
+    /// Appends or replaces a child (decoder: a repeated key replaces the earlier subtree).
+    pub(crate) fn put_child(&mut self, pe: PathElement, set: Set) {
+        match self.children.last() {
+            Some((last, _)) if last.compare(&pe) != Ordering::Less => *self.descend(&pe) = set,
+            _ => self.children.push((pe, set)),
+        }
+    }
+
+    pub fn has(&self, path: &[PathElement]) -> bool {
+        let Some((last, prefix)) = path.split_last() else {
+            return false;
+        };
+        let mut node = self;
+        for pe in prefix {
+            match node.child(pe) {
+                Some(c) => node = c,
+                None => return false,
+            }
+        }
+        node.has_member(last)
+    }
+
+    pub fn has_member(&self, pe: &PathElement) -> bool {
+        find(&self.members, pe).is_ok()
+    }
+
+    /// The subset below `pe` (smd `WithPrefix` / `Children.Get`).
+    pub fn child(&self, pe: &PathElement) -> Option<&Set> {
+        find_child(&self.children, pe)
+            .ok()
+            .map(|i| &self.children[i].1)
+    }
+
+    /// True if no path is a member (pure-parent nodes with empty subtrees count as empty).
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty() && self.children.iter().all(|(_, c)| c.is_empty())
+    }
+
+    /// Number of member paths.
+    pub fn size(&self) -> usize {
+        self.members.len() + self.children.iter().map(|(_, c)| c.size()).sum::<usize>()
+    }
+
+    /// Structural equality (smd `Set.Equals`).
+    pub fn equals(&self, other: &Set) -> bool {
+        self.members.len() == other.members.len()
+            && self.children.len() == other.children.len()
+            && self
+                .members
+                .iter()
+                .zip(&other.members)
+                .all(|(a, b)| a.equals(b))
+            && self
+                .children
+                .iter()
+                .zip(&other.children)
+                .all(|((pa, sa), (pb, sb))| pa.equals(pb) && sa.equals(sb))
+    }
+
+    pub fn union(&self, other: &Set) -> Set {
+        Set {
+            members: union_members(&self.members, &other.members),
+            children: union_children(&self.children, &other.children),
+        }
+    }
+
+    /// In-place union, moving `other`'s nodes in.
+    pub fn union_with(&mut self, other: Set) {
+        if other.members.is_empty() && other.children.is_empty() {
+            return;
+        }
+        let mine = std::mem::take(self);
+        *self = mine.union_owned(other);
+    }
+
+    fn union_owned(self, other: Set) -> Set {
+        let mut members = Vec::with_capacity(self.members.len() + other.members.len());
+        let mut a = self.members.into_iter().peekable();
+        let mut b = other.members.into_iter().peekable();
+        loop {
+            match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) => match x.compare(y) {
+                    Ordering::Less => members.push(a.next().unwrap()),
+                    Ordering::Greater => members.push(b.next().unwrap()),
+                    Ordering::Equal => {
+                        b.next();
+                        members.push(a.next().unwrap());
+                    }
+                },
+                (Some(_), None) => members.push(a.next().unwrap()),
+                (None, Some(_)) => members.push(b.next().unwrap()),
+                (None, None) => break,
+            }
+        }
+        let mut children = Vec::with_capacity(self.children.len() + other.children.len());
+        let mut a = self.children.into_iter().peekable();
+        let mut b = other.children.into_iter().peekable();
+        loop {
+            match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) => match x.0.compare(&y.0) {
+                    Ordering::Less => children.push(a.next().unwrap()),
+                    Ordering::Greater => children.push(b.next().unwrap()),
+                    Ordering::Equal => {
+                        let (pe, sa) = a.next().unwrap();
+                        let (_, sb) = b.next().unwrap();
+                        children.push((pe, sa.union_owned(sb)));
+                    }
+                },
+                (Some(_), None) => children.push(a.next().unwrap()),
+                (None, Some(_)) => children.push(b.next().unwrap()),
+                (None, None) => break,
+            }
+        }
+        Set { members, children }
+    }
+
+    pub fn intersection(&self, other: &Set) -> Set {
+        let mut members = Vec::new();
+        let (mut i, mut j) = (0, 0);
+        while i < self.members.len() && j < other.members.len() {
+            match self.members[i].compare(&other.members[j]) {
+                Ordering::Less => i += 1,
+                Ordering::Greater => j += 1,
+                Ordering::Equal => {
+                    members.push(self.members[i].clone());
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        let mut children = Vec::new();
+        let (mut i, mut j) = (0, 0);
+        while i < self.children.len() && j < other.children.len() {
+            match self.children[i].0.compare(&other.children[j].0) {
+                Ordering::Less => i += 1,
+                Ordering::Greater => j += 1,
+                Ordering::Equal => {
+                    let res = self.children[i].1.intersection(&other.children[j].1);
+                    if !res.is_empty() {
+                        children.push((self.children[i].0.clone(), res));
+                    }
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        Set { members, children }
+    }
+
+    /// Removes the exact members of `other` ("parent − child = parent", "child − parent = child").
+    pub fn difference(&self, other: &Set) -> Set {
+        let members = diff_members(&self.members, &other.members);
+        let mut children = Vec::with_capacity(self.children.len());
+        let (mut i, mut j) = (0, 0);
+        while i < self.children.len() && j < other.children.len() {
+            match self.children[i].0.compare(&other.children[j].0) {
+                Ordering::Less => {
+                    children.push(self.children[i].clone());
+                    i += 1;
+                }
+                Ordering::Greater => j += 1,
+                Ordering::Equal => {
+                    let d = self.children[i].1.difference(&other.children[j].1);
+                    if !d.is_empty() {
+                        children.push((self.children[i].0.clone(), d));
+                    }
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        children.extend_from_slice(&self.children[i..]);
+        Set { members, children }
+    }
+
+    /// Removes each member of `other` together with its whole subtree.
+    pub fn recursive_difference(&self, other: &Set) -> Set {
+        let members = diff_members(&self.members, &other.members);
+        let mut children = Vec::with_capacity(self.children.len());
+        let (mut i, mut j) = (0, 0);
+        while i < self.children.len() && j < other.children.len() {
+            let (pe, sub) = &self.children[i];
+            match pe.compare(&other.children[j].0) {
+                Ordering::Less => {
+                    if !other.has_member(pe) {
+                        children.push((pe.clone(), sub.clone()));
+                    }
+                    i += 1;
+                }
+                Ordering::Greater => j += 1,
+                Ordering::Equal => {
+                    if !other.has_member(pe) {
+                        let d = sub.recursive_difference(&other.children[j].1);
+                        if !d.is_empty() {
+                            children.push((pe.clone(), d));
+                        }
+                    }
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        for (pe, sub) in &self.children[i..] {
+            if !other.has_member(pe) {
+                children.push((pe.clone(), sub.clone()));
+            }
+        }
+        Set { members, children }
+    }
+
+    /// Only the leaf paths: members that are not also parents.
+    pub fn leaves(&self) -> Set {
+        let members = self
+            .members
+            .iter()
+            .filter(|m| find_child(&self.children, m).is_err())
+            .cloned()
+            .collect();
+        Set {
+            members,
+            children: self
+                .children
+                .iter()
+                .map(|(pe, s)| (pe.clone(), s.leaves()))
+                .collect(),
+        }
+    }
+
+    /// Adds every child that is a declared struct field of the type at that position as a
+    /// member (smd `EnsureNamedFieldsAreMembers`); map keys and list items are not promoted.
+    pub fn ensure_named_fields_are_members(&self, schema: &Schema, tr: &TypeRef) -> Set {
+        let atom = schema.resolve(tr);
+        let map = atom.as_ref().and_then(|a| a.map);
+        let list = atom.as_ref().and_then(|a| a.list);
+        let mut members = self.members.clone();
+        let mut children = Vec::with_capacity(self.children.len());
+        for (pe, sub) in &self.children {
+            let mut child_tr = TypeRef::EMPTY;
+            match (pe, map, list) {
+                (PathElement::Field(name), Some(m), _) => {
+                    child_tr = m.element_type.clone();
+                    if let Some(f) = m.find_field(name) {
+                        if let Err(i) = find(&members, pe) {
+                            members.insert(i, pe.clone());
+                        }
+                        child_tr = f.ty.clone();
+                    }
+                }
+                (PathElement::Key(_), _, Some(l)) => child_tr = l.element_type.clone(),
+                _ => {}
+            }
+            children.push((
+                pe.clone(),
+                sub.ensure_named_fields_are_members(schema, &child_tr),
+            ));
+        }
+        Set { members, children }
+    }
+
+    /// Calls `f` for every member path in pre-order (members of a node before its children).
+    pub fn iterate(&self, mut f: impl FnMut(&[PathElement])) {
+        let mut prefix = Vec::new();
+        self.iterate_prefix(&mut prefix, &mut f);
+    }
+
+    fn iterate_prefix(&self, prefix: &mut Vec<PathElement>, f: &mut impl FnMut(&[PathElement])) {
+        for m in &self.members {
+            prefix.push(m.clone());
+            f(prefix);
+            prefix.pop();
+        }
+        for (pe, sub) in &self.children {
+            prefix.push(pe.clone());
+            sub.iterate_prefix(prefix, f);
+            prefix.pop();
+        }
+    }
+
+    /// All member paths, in pre-order.
+    pub fn paths(&self) -> Vec<Path> {
+        let mut out = Vec::new();
+        self.iterate(|p| out.push(Path(p.to_vec())));
+        out
+    }
+}
+
+fn union_members(a: &[PathElement], b: &[PathElement]) -> Vec<PathElement> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].compare(&b[j]) {
+            Ordering::Less => {
+                out.push(a[i].clone());
+                i += 1;
+            }
+            Ordering::Greater => {
+                out.push(b[j].clone());
+                j += 1;
+            }
+            Ordering::Equal => {
+                out.push(b[j].clone());
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
+}
+
+fn union_children(a: &[(PathElement, Set)], b: &[(PathElement, Set)]) -> Vec<(PathElement, Set)> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].0.compare(&b[j].0) {
+            Ordering::Less => {
+                out.push(a[i].clone());
+                i += 1;
+            }
+            Ordering::Greater => {
+                out.push(b[j].clone());
+                j += 1;
+            }
+            Ordering::Equal => {
+                out.push((a[i].0.clone(), a[i].1.union(&b[j].1)));
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
+}
+
+fn diff_members(a: &[PathElement], b: &[PathElement]) -> Vec<PathElement> {
+    let mut out = Vec::with_capacity(a.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].compare(&b[j]) {
+            Ordering::Less => {
+                out.push(a[i].clone());
+                i += 1;
+            }
+            Ordering::Greater => j += 1,
+            Ordering::Equal => {
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fieldpath::PathElement as PE;
+
+    fn p(names: &[&str]) -> Vec<PE> {
+        names.iter().map(|n| PE::field(n)).collect()
+    }
+
+    fn set(paths: &[&[&str]]) -> Set {
+        let mut s = Set::new();
+        for names in paths {
+            s.insert(&p(names));
+        }
+        s
+    }
+
+    #[test]
+    fn insert_and_has() {
+        let s = set(&[&["a", "b"], &["a"], &["c", "d", "e"]]);
+        assert!(s.has(&p(&["a"])));
+        assert!(s.has(&p(&["a", "b"])));
+        assert!(!s.has(&p(&["c"])));
+        assert!(!s.has(&p(&["c", "d"])));
+        assert!(s.has(&p(&["c", "d", "e"])));
+        assert_eq!(s.size(), 3);
+    }
+
+    #[test]
+    fn difference_is_exact_recursive_difference_prunes_subtrees() {
+        let s = set(&[&["a"], &["a", "b"], &["a", "b", "c"], &["x"]]);
+        let parent = set(&[&["a"]]);
+        let d = s.difference(&parent);
+        assert!(!d.has(&p(&["a"])));
+        assert!(d.has(&p(&["a", "b"])));
+        let r = s.recursive_difference(&parent);
+        assert_eq!(r.paths().len(), 1);
+        assert!(r.has(&p(&["x"])));
+        // child − parent = child
+        let child = set(&[&["a", "b"]]);
+        assert!(parent.difference(&child).has(&p(&["a"])));
+    }
+
+    #[test]
+    fn union_intersection_leaves() {
+        let a = set(&[&["a", "b"], &["c"]]);
+        let b = set(&[&["a", "d"], &["c"], &["a"]]);
+        let u = a.union(&b);
+        assert_eq!(u.size(), 4);
+        let mut u2 = a.clone();
+        u2.union_with(b.clone());
+        assert!(u.equals(&u2));
+        let i = a.intersection(&b);
+        assert_eq!(i.paths().len(), 1);
+        assert!(i.has(&p(&["c"])));
+        let l = u.leaves();
+        assert!(!l.has(&p(&["a"])));
+        assert!(l.has(&p(&["a", "b"])));
+    }
+
+    #[test]
+    fn iteration_is_preorder_members_first() {
+        let s = set(&[&["b"], &["a", "z"], &["a"], &["c", "d"]]);
+        let printed: Vec<String> = s.paths().iter().map(|p| p.to_string()).collect();
+        assert_eq!(printed, vec![".a", ".b", ".a.z", ".c.d"]);
+    }
+}

@@ -1,0 +1,5 @@
+//! The `fieldguard` binary.
+
+fn main() -> std::process::ExitCode {
+    fieldguard::cli::run()
+}

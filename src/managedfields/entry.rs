@@ -1,0 +1,328 @@
+//! `metav1.ManagedFieldsEntry` and its conversion to and from managed field sets, with
+//! kube-apiserver's identity rules and encoding order.
+
+use crate::fieldpath::Set;
+use crate::merge::{ManagedFields, VersionedSet};
+use crate::value::gofmt::{Escape, write_json_string};
+use crate::value::{Map, Value};
+use std::collections::BTreeMap;
+
+/// Seconds since the Unix epoch (managed-fields times have second precision).
+pub type Time = i64;
+
+/// `Apply` or `Update`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Operation {
+    Apply,
+    Update,
+}
+
+impl Operation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Apply => "Apply",
+            Operation::Update => "Update",
+        }
+    }
+}
+
+/// One entry of `metadata.managedFields`, as it appears on the wire.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ManagedFieldsEntry {
+    pub manager: String,
+    /// `Apply` or `Update` (kept as text: bad input must be reportable).
+    pub operation: String,
+    pub api_version: String,
+    pub time: Option<Time>,
+    pub fields_type: String,
+    /// The encoded FieldsV1 JSON object (`None` when absent).
+    pub fields_v1: Option<String>,
+    pub subresource: String,
+}
+
+/// Decoded managed fields: sets by identity, plus each identity's time.
+#[derive(Clone, Debug, Default)]
+pub struct Managed {
+    pub fields: ManagedFields,
+    pub times: BTreeMap<String, Option<Time>>,
+}
+
+/// A manager identity, the key kube-apiserver uses for an entry.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Identity {
+    pub manager: String,
+    pub operation: String,
+    pub api_version: String,
+    pub subresource: String,
+}
+
+/// kube-apiserver's `BuildManagerIdentifier`: the JSON of the entry without its fields and time,
+/// and without the apiVersion for `Apply` entries.
+pub fn identity(manager: &str, op: Operation, api_version: &str, subresource: &str) -> String {
+    let mut s = String::with_capacity(64);
+    s.push('{');
+    let mut first = true;
+    let mut field = |s: &mut String, k: &str, v: &str| {
+        if v.is_empty() {
+            return;
+        }
+        if !first {
+            s.push(',');
+        }
+        first = false;
+        s.push('"');
+        s.push_str(k);
+        s.push_str("\":");
+        write_json_string(s, v, Escape::Html);
+    };
+    field(&mut s, "manager", manager);
+    field(&mut s, "operation", op.as_str());
+    if op == Operation::Update {
+        field(&mut s, "apiVersion", api_version);
+    }
+    field(&mut s, "subresource", subresource);
+    s.push('}');
+    s
+}
+
+/// Parses an identity built by [`identity`].
+pub fn parse_identity(key: &str) -> Option<Identity> {
+    let v = crate::value::json::parse_str(key).ok()?;
+    let m = v.as_map()?;
+    let get = |k: &str| m.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    Some(Identity {
+        manager: get("manager"),
+        operation: get("operation"),
+        api_version: get("apiVersion"),
+        subresource: get("subresource"),
+    })
+}
+
+/// kube-apiserver's `DecodeManagedFields`.
+pub fn decode(entries: &[ManagedFieldsEntry]) -> Result<Managed, String> {
+    let mut m = Managed::default();
+    for (i, e) in entries.iter().enumerate() {
+        let op = match e.operation.as_str() {
+            "Apply" => Operation::Apply,
+            "Update" => Operation::Update,
+            _ => return Err("operation must be `Apply` or `Update`".into()),
+        };
+        if e.api_version.is_empty() {
+            return Err("apiVersion must not be empty".into());
+        }
+        match e.fields_type.as_str() {
+            "FieldsV1" => {}
+            "" => return Err(format!("missing fieldsType in managed fields entry {i}")),
+            other => {
+                return Err(format!(
+                    "invalid fieldsType {other:?} in managed fields entry {i}"
+                ));
+            }
+        }
+        let key = identity(&e.manager, op, &e.api_version, &e.subresource);
+        let set = match e.fields_v1.as_deref() {
+            None | Some("null") | Some("") => Set::new(),
+            Some(raw) => Set::from_fields_v1(raw.as_bytes()).map_err(|err| {
+                format!("error decoding versioned set for {key}: error decoding set: {err}")
+            })?,
+        };
+        m.fields.insert(
+            key.clone(),
+            VersionedSet {
+                set,
+                api_version: e.api_version.clone(),
+                applied: op == Operation::Apply,
+            },
+        );
+        m.times.insert(key, e.time);
+    }
+    Ok(m)
+}
+
+/// kube-apiserver's `encodeManagedFields` with its sort order
+/// (operation, time, manager, apiVersion, subresource).
+pub fn encode(m: &Managed) -> Vec<ManagedFieldsEntry> {
+    let mut out: Vec<ManagedFieldsEntry> = m
+        .fields
+        .iter()
+        .map(|(key, vs)| {
+            let id = parse_identity(key).unwrap_or_default();
+            ManagedFieldsEntry {
+                manager: id.manager,
+                operation: if vs.applied {
+                    "Apply".into()
+                } else {
+                    id.operation
+                },
+                api_version: vs.api_version.clone(),
+                time: m.times.get(key).copied().flatten(),
+                fields_type: "FieldsV1".into(),
+                fields_v1: Some(vs.set.to_fields_v1()),
+                subresource: id.subresource,
+            }
+        })
+        .collect();
+    out.sort_by(|p, q| {
+        p.operation
+            .cmp(&q.operation)
+            .then(p.time.unwrap_or(0).cmp(&q.time.unwrap_or(0)))
+            .then_with(|| p.manager.cmp(&q.manager))
+            .then_with(|| p.api_version.cmp(&q.api_version))
+            .then_with(|| p.subresource.cmp(&q.subresource))
+    });
+    out
+}
+
+/// Parses an RFC 3339 time to Unix seconds (fractions truncated, like the apiserver).
+pub fn parse_time(s: &str) -> Result<Time, String> {
+    let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
+        .map_err(|e| format!("bad time {s:?}: {e}"))?;
+    Ok(t.unix_timestamp())
+}
+
+/// Formats Unix seconds as RFC 3339 in UTC (`2024-01-02T03:04:05Z`).
+pub fn format_time(t: Time) -> String {
+    match time::OffsetDateTime::from_unix_timestamp(t) {
+        Ok(d) => format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+            d.year(),
+            u8::from(d.month()),
+            d.day(),
+            d.hour(),
+            d.minute(),
+            d.second()
+        ),
+        Err(_) => t.to_string(),
+    }
+}
+
+/// Reads a `managedFields` list (from an object or a case file). `fieldsV1` may be an object
+/// or a JSON string. An entry without `fieldsType` gets `FieldsV1` unless it is entirely empty.
+pub fn entries_from_value(v: &Value) -> Result<Vec<ManagedFieldsEntry>, String> {
+    let list = match v {
+        Value::Null => return Ok(vec![]),
+        Value::List(l) => l,
+        _ => return Err("managed fields: expected a list".into()),
+    };
+    let mut out = Vec::with_capacity(list.len());
+    for (i, item) in list.iter().enumerate() {
+        let m = item
+            .as_map()
+            .ok_or_else(|| format!("managed fields: entry {i} is not an object"))?;
+        let s = |k: &str| -> Result<String, String> {
+            match m.get(k) {
+                None | Some(Value::Null) => Ok(String::new()),
+                Some(Value::String(s)) => Ok(s.to_string()),
+                Some(_) => Err(format!("managed fields: entry {i}: {k} must be a string")),
+            }
+        };
+        let time = match s("time")? {
+            t if t.is_empty() => None,
+            t => Some(parse_time(&t)?),
+        };
+        let fields_v1 = match m.get("fieldsV1") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.to_string()),
+            Some(other) => Some(crate::value::json::to_string(
+                other,
+                crate::value::json::Style::PLAIN,
+            )),
+        };
+        let mut e = ManagedFieldsEntry {
+            manager: s("manager")?,
+            operation: s("operation")?,
+            api_version: s("apiVersion")?,
+            time,
+            fields_type: s("fieldsType")?,
+            fields_v1,
+            subresource: s("subresource")?,
+        };
+        if e.fields_type.is_empty() && e != ManagedFieldsEntry::default() {
+            e.fields_type = "FieldsV1".into();
+        }
+        out.push(e);
+    }
+    Ok(out)
+}
+
+/// Writes entries as the `managedFields` list of an object.
+pub fn entries_to_value(entries: &[ManagedFieldsEntry], hide_time: impl Fn(Time) -> bool) -> Value {
+    Value::List(
+        entries
+            .iter()
+            .map(|e| {
+                let mut m = Map::new();
+                let put = |m: &mut Map, k: &str, v: &str| {
+                    if !v.is_empty() {
+                        m.insert(k, Value::from(v));
+                    }
+                };
+                put(&mut m, "manager", &e.manager);
+                put(&mut m, "operation", &e.operation);
+                put(&mut m, "apiVersion", &e.api_version);
+                if let Some(t) = e.time.filter(|t| !hide_time(*t)) {
+                    m.insert("time", Value::from(format_time(t).as_str()));
+                }
+                put(&mut m, "fieldsType", &e.fields_type);
+                if let Some(f) = &e.fields_v1 {
+                    if let Ok(v) = crate::value::json::parse_str(f) {
+                        m.insert("fieldsV1", v);
+                    }
+                }
+                put(&mut m, "subresource", &e.subresource);
+                Value::Map(m)
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identities_match_kube_apiserver() {
+        assert_eq!(
+            identity("bob", Operation::Apply, "apps/v1", ""),
+            r#"{"manager":"bob","operation":"Apply"}"#
+        );
+        assert_eq!(
+            identity("hpa", Operation::Update, "apps/v1", "scale"),
+            r#"{"manager":"hpa","operation":"Update","apiVersion":"apps/v1","subresource":"scale"}"#
+        );
+        let id = parse_identity(&identity("a<b", Operation::Update, "v1", "")).unwrap();
+        assert_eq!(id.manager, "a<b");
+    }
+
+    #[test]
+    fn times_round_trip() {
+        let t = parse_time("2024-01-01T00:00:01Z").unwrap();
+        assert_eq!(format_time(t), "2024-01-01T00:00:01Z");
+        assert_eq!(
+            format_time(parse_time("2024-01-01T02:00:01.9+02:00").unwrap()),
+            "2024-01-01T00:00:01Z"
+        );
+    }
+
+    #[test]
+    fn decode_rejects_bad_entries() {
+        let e = ManagedFieldsEntry {
+            manager: "a".into(),
+            operation: "Patch".into(),
+            api_version: "v1".into(),
+            fields_type: "FieldsV1".into(),
+            ..Default::default()
+        };
+        assert!(
+            decode(std::slice::from_ref(&e))
+                .unwrap_err()
+                .contains("operation")
+        );
+        let e2 = ManagedFieldsEntry {
+            operation: "Apply".into(),
+            fields_type: String::new(),
+            ..e
+        };
+        assert!(decode(&[e2]).unwrap_err().contains("missing fieldsType"));
+    }
+}

@@ -1,0 +1,517 @@
+//! The field-manager pipeline of kube-apiserver (`NewDefaultFieldManager`), outermost first:
+//! version check → last-applied updater → last-applied manager (kubectl's exemption) →
+//! skip-non-applied (`before-first-apply`) → cap managers → manager identity →
+//! timestamps → strip metadata → structured merge.
+
+use super::entry::{Managed, ManagedFieldsEntry, Operation, Time, decode, encode, identity};
+use crate::fieldpath::{Path, Set};
+use crate::merge::{Conflicts, UpdateError, Updater, VersionedSet};
+use crate::schema::{Schema, TypeRef};
+use crate::typed;
+use crate::value::json::Style;
+use crate::value::{Map, Value};
+use std::collections::{BTreeMap, HashSet};
+
+/// kubectl's client-side-apply annotation.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+const BEFORE_FIRST_APPLY: &str = "before-first-apply";
+const CURRENT_OPERATION: &str = "current-operation";
+const ANCIENT_CHANGES: &str = "ancient-changes";
+/// At most this many `Update` entries are kept; older ones fold into `ancient-changes`.
+pub const MAX_UPDATE_MANAGERS: usize = 10;
+const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
+
+/// Why a request failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ManagerError {
+    /// The apply would change fields other managers own (HTTP 409).
+    #[error("{}", super::status::conflict_message(.0))]
+    Conflicts(Conflicts),
+    /// The request itself is invalid (HTTP 400).
+    #[error("BadRequest: {0}")]
+    BadRequest(String),
+    /// Anything else the apiserver would reject (HTTP 500, e.g. schema validation).
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// The result of a successful apply or update.
+#[derive(Clone, Debug)]
+pub struct ApplyOutcome {
+    /// The resulting object, without `metadata.managedFields`.
+    pub object: Value,
+    /// True if the merge changed the object (false for a no-op apply).
+    pub changed: bool,
+    pub entries: Vec<ManagedFieldsEntry>,
+}
+
+/// What kube-apiserver fixes per request endpoint.
+pub struct FieldManager<'s> {
+    pub schema: &'s Schema,
+    pub type_ref: &'s TypeRef,
+    /// The request's group/version.
+    pub api_version: String,
+    pub kind: String,
+    /// `""`, `status`, `scale`, ...
+    pub subresource: String,
+    /// Reset fields per API version (the endpoint's strategy).
+    pub ignored: &'s BTreeMap<String, Set>,
+    /// Versions the converter can reach (`None`: all).
+    pub known_versions: Option<&'s HashSet<String>>,
+    /// The time stamped on entries this request touches.
+    pub now: Time,
+}
+
+type Step = Result<(Value, Managed, bool), ManagerError>;
+
+fn strip_set() -> Set {
+    let mut s = Set::new();
+    for p in [
+        &["apiVersion"][..],
+        &["kind"],
+        &["metadata"],
+        &["metadata", "name"],
+        &["metadata", "namespace"],
+        &["metadata", "creationTimestamp"],
+        &["metadata", "selfLink"],
+        &["metadata", "uid"],
+        &["metadata", "clusterName"],
+        &["metadata", "generation"],
+        &["metadata", "managedFields"],
+        &["metadata", "resourceVersion"],
+    ] {
+        s.insert(&Path::fields(p).0);
+    }
+    s
+}
+
+/// Removes `metadata.managedFields` from an object.
+pub fn remove_managed_fields(obj: &mut Value) {
+    if let Some(md) = obj
+        .as_map_mut()
+        .and_then(|m| m.get_mut("metadata"))
+        .and_then(Value::as_map_mut)
+    {
+        md.remove("managedFields");
+    }
+}
+
+fn without_managed_fields(v: &Value) -> Value {
+    let mut c = v.clone();
+    remove_managed_fields(&mut c);
+    c
+}
+
+impl<'s> FieldManager<'s> {
+    fn updater(&self) -> Updater<'_> {
+        Updater {
+            schema: self.schema,
+            type_ref: self.type_ref,
+            ignored: self.ignored,
+            known_versions: self.known_versions,
+        }
+    }
+
+    fn check(&self, v: &Value, what: &str, allow_duplicates: bool) -> Result<(), ManagerError> {
+        typed::validate(self.schema, self.type_ref, v, allow_duplicates).map_err(|e| {
+            ManagerError::Failed(format!("failed to convert {what} to smd typed: {e}"))
+        })
+    }
+
+    /// A server-side apply of `patch` as `manager` (`FieldManager.Apply`). `live` is the stored
+    /// object, or `{apiVersion, kind}` for a create.
+    pub fn apply(
+        &self,
+        live: &Value,
+        patch: &Value,
+        live_entries: &[ManagedFieldsEntry],
+        manager: &str,
+        force: bool,
+    ) -> Result<ApplyOutcome, ManagerError> {
+        let m = decode(live_entries)
+            .map_err(|e| ManagerError::Failed(format!("failed to decode managed fields: {e}")))?;
+        let pav = patch.str_at(&["apiVersion"]).unwrap_or("");
+        let pk = patch.str_at(&["kind"]).unwrap_or("");
+        if pav != self.api_version || pk != self.kind {
+            let (g, v) = pav.rsplit_once('/').unwrap_or(("", pav));
+            return Err(ManagerError::BadRequest(format!(
+                "invalid object type: {g}/{v}, Kind={pk}"
+            )));
+        }
+        let (object, m, changed) = self.last_applied_updater(live, patch, m, manager, force)?;
+        Ok(ApplyOutcome {
+            object,
+            changed,
+            entries: encode(&m),
+        })
+    }
+
+    fn last_applied_updater(
+        &self,
+        live: &Value,
+        patch: &Value,
+        m: Managed,
+        manager: &str,
+        force: bool,
+    ) -> Step {
+        let (mut obj, m, changed) = self.last_applied_manager(live, patch, m, manager, force)?;
+        let has = obj
+            .str_at(&["metadata", "annotations", LAST_APPLIED])
+            .is_some_and(|s| !s.is_empty());
+        if manager == "kubectl" && has {
+            set_last_applied(&mut obj, build_last_applied(patch));
+        }
+        Ok((obj, m, changed))
+    }
+
+    fn last_applied_manager(
+        &self,
+        live: &Value,
+        patch: &Value,
+        m: Managed,
+        manager: &str,
+        force: bool,
+    ) -> Step {
+        let res = self.skip_non_applied(live, patch, m.clone(), manager, force);
+        if manager != "kubectl" {
+            return res;
+        }
+        let Err(ManagerError::Conflicts(cs)) = &res else {
+            return res;
+        };
+        let Ok(allowed) = self.allowed_from_last_applied(live) else {
+            return res;
+        };
+        let mut conflict_set = Set::new();
+        for c in &cs.0 {
+            conflict_set.insert(&c.path.0);
+        }
+        if !conflict_set.difference(&allowed).is_empty() {
+            let remaining = Conflicts(
+                cs.0.iter()
+                    .filter(|c| !allowed.has(&c.path.0))
+                    .cloned()
+                    .collect(),
+            );
+            return Err(ManagerError::Conflicts(remaining));
+        }
+        self.skip_non_applied(live, patch, m, manager, true)
+    }
+
+    /// Fields the last-applied annotation claims whose live value still equals it.
+    fn allowed_from_last_applied(&self, live: &Value) -> Result<Set, String> {
+        let la = live
+            .str_at(&["metadata", "annotations", LAST_APPLIED])
+            .filter(|s| !s.is_empty())
+            .ok_or("no last applied annotation")?;
+        typed::validate(self.schema, self.type_ref, live, false).map_err(|e| e.to_string())?;
+        let last = crate::value::json::parse_str(la).map_err(|e| e.to_string())?;
+        if last.str_at(&["apiVersion"]) != Some(self.api_version.as_str()) {
+            return Err("expected version of last applied to match live object".into());
+        }
+        typed::validate(self.schema, self.type_ref, &last, false).map_err(|e| e.to_string())?;
+        let set =
+            typed::to_field_set(self.schema, self.type_ref, &last).map_err(|e| e.to_string())?;
+        let cmp =
+            typed::compare(self.schema, self.type_ref, &last, live).map_err(|e| e.to_string())?;
+        Ok(set
+            .difference(&cmp.modified)
+            .difference(&cmp.added)
+            .difference(&cmp.removed))
+    }
+
+    fn skip_non_applied(
+        &self,
+        live: &Value,
+        patch: &Value,
+        m: Managed,
+        manager: &str,
+        force: bool,
+    ) -> Step {
+        if m.fields.is_empty() {
+            let mut empty = Map::new();
+            for k in ["apiVersion", "kind"] {
+                if let Some(v) = patch.as_map().and_then(|p| p.get(k)) {
+                    empty.insert(k, v.clone());
+                }
+            }
+            let (live, m, _) = self
+                .cap_managers(&Value::Map(empty), live, m, BEFORE_FIRST_APPLY)
+                .map_err(|e| {
+                    ManagerError::Failed(format!(
+                        "failed to create manager for existing fields: {e}"
+                    ))
+                })?;
+            return self.timestamps_apply(&live, patch, m, manager, force);
+        }
+        self.timestamps_apply(live, patch, m, manager, force)
+    }
+
+    fn timestamps_apply(
+        &self,
+        live: &Value,
+        patch: &Value,
+        m: Managed,
+        manager: &str,
+        force: bool,
+    ) -> Step {
+        let name = if manager.is_empty() {
+            "unknown"
+        } else {
+            manager
+        };
+        let key = identity(name, Operation::Apply, &self.api_version, &self.subresource);
+        let (obj, mut m) = self.strip_apply(live, patch, m, &key, force)?;
+        match obj {
+            Some(obj) => {
+                m.times.insert(key, Some(self.now));
+                Ok((obj, m, true))
+            }
+            None => Ok((without_managed_fields(live), m, false)),
+        }
+    }
+
+    fn strip_apply(
+        &self,
+        live: &Value,
+        patch: &Value,
+        mut m: Managed,
+        key: &str,
+        force: bool,
+    ) -> Result<(Option<Value>, Managed), ManagerError> {
+        if patch.str_at(&["apiVersion"]) != Some(self.api_version.as_str()) {
+            return Err(ManagerError::BadRequest(format!(
+                "Incorrect version specified in apply patch. Specified patch version: {}, expected: {}",
+                patch.str_at(&["apiVersion"]).unwrap_or(""),
+                self.api_version
+            )));
+        }
+        if patch
+            .get_path(&["metadata", "managedFields"])
+            .is_some_and(|v| !v.is_null())
+        {
+            return Err(ManagerError::BadRequest(
+                "metadata.managedFields must be nil".into(),
+            ));
+        }
+        self.check(patch, "patch object", false)?;
+        self.check(live, "live object", true)?;
+        let (obj, fields) = self
+            .updater()
+            .apply(
+                live,
+                patch,
+                &self.api_version,
+                std::mem::take(&mut m.fields),
+                key,
+                force,
+            )
+            .map_err(|e| match e {
+                UpdateError::Conflicts(c) => ManagerError::Conflicts(c),
+                UpdateError::Failed(s) => ManagerError::Failed(s),
+            })?;
+        m.fields = fields;
+        if let Some(o) = &obj {
+            if o.as_map().is_none() {
+                return Err(ManagerError::Failed(
+                    "failed to convert new typed object to object".into(),
+                ));
+            }
+        }
+        strip_fields(&mut m, key);
+        Ok((obj, m))
+    }
+
+    /// A non-apply write (create, update, patch) of `new_obj` by `manager` (`FieldManager.Update`).
+    /// `new_entries` are the `managedFields` the request carried, if any (`Some(empty)` resets).
+    pub fn update(
+        &self,
+        live: &Value,
+        new_obj: &Value,
+        live_entries: &[ManagedFieldsEntry],
+        new_entries: Option<&[ManagedFieldsEntry]>,
+        manager: &str,
+    ) -> Result<ApplyOutcome, ManagerError> {
+        let decode_or_empty = |e: &[ManagedFieldsEntry]| decode(e).unwrap_or_default();
+        let reset = new_entries.is_some_and(|e| {
+            e.is_empty() || (e.len() == 1 && e[0] == ManagedFieldsEntry::default())
+        });
+        let m = if !self.subresource.is_empty() {
+            decode_or_empty(live_entries)
+        } else if reset {
+            Managed::default()
+        } else {
+            match new_entries.map(decode) {
+                Some(Ok(dm)) if !dm.fields.is_empty() => dm,
+                _ => decode_or_empty(live_entries),
+            }
+        };
+        let new_obj = without_managed_fields(new_obj);
+        let (object, m, _) = if m.fields.is_empty()
+            && live
+                .str_at(&["metadata", "uid"])
+                .is_some_and(|u| !u.is_empty())
+        {
+            // An existing object whose tracking stopped: updates do not restart it.
+            (new_obj, m, true)
+        } else {
+            self.cap_managers(live, &new_obj, m, manager)?
+        };
+        Ok(ApplyOutcome {
+            changed: !object.strict_eq(live),
+            object,
+            entries: encode(&m),
+        })
+    }
+
+    fn cap_managers(&self, live: &Value, new_obj: &Value, m: Managed, manager: &str) -> Step {
+        let name = if manager.is_empty() {
+            "unknown"
+        } else {
+            manager
+        };
+        let key = identity(
+            name,
+            Operation::Update,
+            &self.api_version,
+            &self.subresource,
+        );
+        let (obj, mut m, changed) = self.timestamps_update(live, new_obj, m, &key)?;
+        cap_update_managers(&mut m, MAX_UPDATE_MANAGERS);
+        Ok((obj, m, changed))
+    }
+
+    fn timestamps_update(&self, live: &Value, new_obj: &Value, mut m: Managed, key: &str) -> Step {
+        self.check(new_obj, "new object", true)?;
+        self.check(live, "live object", true)?;
+        m.fields = self
+            .updater()
+            .update(
+                live,
+                new_obj,
+                &self.api_version,
+                std::mem::take(&mut m.fields),
+                CURRENT_OPERATION,
+            )
+            .map_err(|e| ManagerError::Failed(format!("failed to update ManagedFields: {e}")))?;
+        strip_fields(&mut m, CURRENT_OPERATION);
+        if let Some(vs) = m.fields.remove(CURRENT_OPERATION) {
+            let merged = match m.fields.get(key) {
+                Some(prev) => VersionedSet {
+                    set: vs.set.union(&prev.set),
+                    ..vs
+                },
+                None => vs,
+            };
+            m.fields.insert(key.to_string(), merged);
+            m.times.insert(key.to_string(), Some(self.now));
+        }
+        Ok((new_obj.clone(), m, true))
+    }
+}
+
+fn strip_fields(m: &mut Managed, key: &str) {
+    let Some(vs) = m.fields.get_mut(key) else {
+        return;
+    };
+    vs.set = vs.set.difference(&strip_set());
+    if vs.set.is_empty() {
+        m.fields.remove(key);
+    }
+}
+
+/// kube-apiserver's `capUpdateManagers`: folds the oldest `Update` entries into
+/// `ancient-changes` buckets (per API version) until at most `max` remain.
+pub fn cap_update_managers(m: &mut Managed, max: usize) {
+    let mut updaters: Vec<String> = m
+        .fields
+        .iter()
+        .filter(|(_, vs)| !vs.applied)
+        .map(|(k, _)| k.clone())
+        .collect();
+    if updaters.len() <= max {
+        return;
+    }
+    let secs = |k: &str| m.times.get(k).copied().flatten().unwrap_or(0);
+    updaters.sort_by(|a, b| secs(a).cmp(&secs(b)).then_with(|| a.cmp(b)));
+    let mut first_of_version: BTreeMap<String, String> = BTreeMap::new();
+    let mut length = updaters.len();
+    for key in &updaters {
+        if length <= max {
+            break;
+        }
+        let Some(vs) = m.fields.get(key).cloned() else {
+            continue;
+        };
+        let t = m.times.get(key).copied().flatten();
+        let version = vs.api_version.clone();
+        let bucket = identity(ANCIENT_CHANGES, Operation::Update, &version, "");
+        if let Some(first) = first_of_version.get(&version) {
+            if !m.fields.contains_key(&bucket) {
+                if let Some(s) = m.fields.remove(first) {
+                    m.fields.insert(bucket.clone(), s);
+                }
+            }
+            let prev = m
+                .fields
+                .get(&bucket)
+                .map(|b| b.set.clone())
+                .unwrap_or_default();
+            m.fields.insert(
+                bucket.clone(),
+                VersionedSet {
+                    set: vs.set.union(&prev),
+                    api_version: vs.api_version.clone(),
+                    applied: vs.applied,
+                },
+            );
+            m.fields.remove(key);
+            length -= 1;
+            m.times.insert(bucket, t);
+        } else {
+            first_of_version.insert(version, key.clone());
+        }
+    }
+}
+
+/// The annotation value kubectl's server-side apply writes: the applied config without the
+/// annotation, as `json.Encoder` prints it (HTML-escaped, sorted keys, trailing newline).
+fn build_last_applied(patch: &Value) -> String {
+    let mut obj = patch.clone();
+    if let Some(ann) = obj
+        .as_map_mut()
+        .and_then(|m| m.get_mut("metadata"))
+        .and_then(Value::as_map_mut)
+        .and_then(|m| m.get_mut("annotations"))
+        .and_then(Value::as_map_mut)
+    {
+        ann.remove(LAST_APPLIED);
+    }
+    let mut s = crate::value::json::to_string(&obj, Style::GO);
+    s.push('\n');
+    s
+}
+
+fn set_last_applied(obj: &mut Value, value: String) {
+    let Some(root) = obj.as_map_mut() else { return };
+    if !matches!(root.get("metadata"), Some(Value::Map(_))) {
+        root.insert("metadata", Value::Map(Map::new()));
+    }
+    let md = root
+        .get_mut("metadata")
+        .and_then(Value::as_map_mut)
+        .expect("metadata map");
+    let mut ann = match md.get("annotations") {
+        Some(Value::Map(a)) => a.clone(),
+        _ => Map::new(),
+    };
+    ann.insert(LAST_APPLIED, Value::from(value.as_str()));
+    let total: usize = ann
+        .iter()
+        .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+        .sum();
+    if total > TOTAL_ANNOTATION_SIZE_LIMIT {
+        ann.remove(LAST_APPLIED);
+    }
+    md.insert("annotations", Value::Map(ann));
+}

@@ -1,0 +1,17 @@
+//! kube-apiserver's field-manager layer around the merge algorithms: `metadata.managedFields`
+//! entries, manager identities, timestamps, `before-first-apply`, the cap of ten update entries,
+//! stripped metadata, kubectl's last-applied exemption, and the 409 conflict error.
+
+mod entry;
+mod manager;
+mod status;
+
+pub use entry::{
+    Identity, Managed, ManagedFieldsEntry, Operation, Time, decode, encode, entries_from_value,
+    entries_to_value, format_time, identity, parse_identity, parse_time,
+};
+pub use manager::{
+    ApplyOutcome, FieldManager, LAST_APPLIED, MAX_UPDATE_MANAGERS, ManagerError,
+    cap_update_managers, remove_managed_fields,
+};
+pub use status::{conflict_message, conflict_status, print_manager};

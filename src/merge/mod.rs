@@ -1,0 +1,23 @@
+//! The apply and update algorithms over managed field sets (structured-merge-diff `merge`):
+//! who owns what after a write, which fields conflict, and what an apply removes.
+
+mod conflict;
+mod updater;
+
+pub use conflict::{Conflict, Conflicts};
+pub use updater::{UpdateError, Updater};
+
+use crate::fieldpath::Set;
+use std::collections::BTreeMap;
+
+/// A manager's field set with the API version it was recorded in.
+#[derive(Clone, Debug)]
+pub struct VersionedSet {
+    pub set: Set,
+    pub api_version: String,
+    /// True for `Apply` entries.
+    pub applied: bool,
+}
+
+/// Managed fields keyed by manager identity (see [`crate::managedfields::identity`]).
+pub type ManagedFields = BTreeMap<String, VersionedSet>;

@@ -1,0 +1,274 @@
+//! smd `merge.Updater`: Apply (merge, claim, prune, detect conflicts) and Update (take what
+//! changed). Conversion between API versions is the identity; managers recorded at versions the
+//! caller marks unknown are dropped, as kube-apiserver drops versions it no longer serves.
+
+use super::{Conflict, Conflicts, ManagedFields, VersionedSet};
+use crate::fieldpath::{Path, Set};
+use crate::schema::{Schema, TypeRef};
+use crate::typed::{self, Comparison};
+use crate::value::{self, Value};
+use std::collections::{BTreeMap, HashSet};
+
+/// Why an apply or update did not go through.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum UpdateError {
+    #[error("{0}")]
+    Conflicts(Conflicts),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Applies and updates for one object type.
+pub struct Updater<'s> {
+    pub schema: &'s Schema,
+    pub type_ref: &'s TypeRef,
+    /// Fields each API version's endpoint resets (never owned, never conflicting).
+    pub ignored: &'s BTreeMap<String, Set>,
+    /// API versions that can be converted to (`None`: all).
+    pub known_versions: Option<&'s HashSet<String>>,
+}
+
+impl<'s> Updater<'s> {
+    fn convertible(&self, version: &str) -> bool {
+        self.known_versions.is_none_or(|k| k.contains(version))
+    }
+
+    fn filter(&self, version: &str, set: Set) -> Set {
+        match self.ignored.get(version) {
+            Some(ex) => set.recursive_difference(ex),
+            None => set,
+        }
+    }
+
+    fn filter_cmp(&self, version: &str, cmp: &Comparison) -> Comparison {
+        match self.ignored.get(version) {
+            Some(ex) => cmp.exclude(ex),
+            None => cmp.clone(),
+        }
+    }
+
+    /// Collapses ownership below fields that are atomic in the current schema; drops managers
+    /// recorded at versions that cannot be converted.
+    fn reconcile(&self, managers: ManagedFields) -> Result<ManagedFields, UpdateError> {
+        let mut out = ManagedFields::new();
+        for (k, vs) in managers {
+            if !self.convertible(&vs.api_version) {
+                continue;
+            }
+            let set = typed::reconcile_field_set_with_schema(&vs.set, self.schema, self.type_ref)
+                .map_err(UpdateError::Failed)?;
+            match set {
+                Some(set) => {
+                    out.insert(k, VersionedSet { set, ..vs });
+                }
+                None => {
+                    out.insert(k, vs);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The ownership pass shared by apply and update: other managers lose what changes
+    /// (or it conflicts, unless `force`) and what is removed.
+    fn update_managers(
+        &self,
+        old: &Value,
+        new: &Value,
+        version: &str,
+        managers: &mut ManagedFields,
+        workflow: &str,
+        force: bool,
+    ) -> Result<Comparison, UpdateError> {
+        let raw = typed::compare(self.schema, self.type_ref, old, new)
+            .map_err(|e| UpdateError::Failed(format!("failed to compare objects: {e}")))?;
+        let mut versions: BTreeMap<String, Comparison> = BTreeMap::new();
+        versions.insert(version.to_string(), self.filter_cmp(version, &raw));
+        let mut conflicts: Vec<(String, Set)> = Vec::new();
+        let mut removed: Vec<String> = Vec::new();
+        let mut dropped = Vec::new();
+        for (k, vs) in managers.iter() {
+            if k == workflow {
+                continue;
+            }
+            if !self.convertible(&vs.api_version) {
+                dropped.push(k.clone());
+                continue;
+            }
+            let cmp = versions
+                .entry(vs.api_version.clone())
+                .or_insert_with(|| self.filter_cmp(&vs.api_version, &raw));
+            let changed = cmp.modified.union(&cmp.added);
+            let cs = vs.set.intersection(&changed);
+            if !cs.is_empty() {
+                conflicts.push((k.clone(), cs));
+            }
+            if !cmp.removed.is_empty() {
+                removed.push(k.clone());
+            }
+        }
+        for k in dropped {
+            managers.remove(&k);
+        }
+        if !force && !conflicts.is_empty() {
+            let mut out = Conflicts::default();
+            for (k, cs) in &conflicts {
+                cs.iterate(|p| {
+                    out.0.push(Conflict {
+                        manager: k.clone(),
+                        path: Path(p.to_vec()),
+                    })
+                });
+            }
+            out.sort();
+            return Err(UpdateError::Conflicts(out));
+        }
+        for (k, cs) in conflicts {
+            if let Some(vs) = managers.get_mut(&k) {
+                vs.set = vs.set.difference(&cs);
+            }
+        }
+        for k in removed {
+            if let Some(vs) = managers.get_mut(&k) {
+                let rm = &versions[&vs.api_version].removed;
+                vs.set = vs.set.difference(rm);
+            }
+        }
+        managers.retain(|_, vs| !vs.set.is_empty());
+        Ok(versions.remove(version).expect("inserted above"))
+    }
+
+    /// A non-apply write of `new` by `manager` (smd `Updater.Update`).
+    pub fn update(
+        &self,
+        live: &Value,
+        new: &Value,
+        version: &str,
+        managers: ManagedFields,
+        manager: &str,
+    ) -> Result<ManagedFields, UpdateError> {
+        let mut managers = self.reconcile(managers)?;
+        let cmp = self.update_managers(live, new, version, &mut managers, manager, true)?;
+        let prev = managers.remove(manager).map(|v| v.set).unwrap_or_default();
+        let set = prev
+            .difference(&cmp.removed)
+            .union(&cmp.modified)
+            .union(&cmp.added);
+        let set = self.filter(version, set);
+        if !set.is_empty() {
+            managers.insert(
+                manager.to_string(),
+                VersionedSet {
+                    set,
+                    api_version: version.to_string(),
+                    applied: false,
+                },
+            );
+        }
+        Ok(managers)
+    }
+
+    /// An apply of `config` by `manager` (smd `Updater.Apply`). Returns the new object, or
+    /// `None` when the object would not change.
+    pub fn apply(
+        &self,
+        live: &Value,
+        config: &Value,
+        version: &str,
+        managers: ManagedFields,
+        manager: &str,
+        force: bool,
+    ) -> Result<(Option<Value>, ManagedFields), UpdateError> {
+        let mut managers = self.reconcile(managers)?;
+        let merged = typed::merge(self.schema, self.type_ref, live, config)
+            .map_err(|e| UpdateError::Failed(format!("failed to merge config: {e}")))?
+            .unwrap_or(Value::Null);
+        let last = managers.get(manager).cloned();
+        let set = typed::to_field_set(self.schema, self.type_ref, config)
+            .map_err(|e| UpdateError::Failed(format!("failed to get field set: {e}")))?;
+        let set = self.filter(version, set);
+        managers.insert(
+            manager.to_string(),
+            VersionedSet {
+                set,
+                api_version: version.to_string(),
+                applied: true,
+            },
+        );
+        let merged = self.prune(merged, &managers, last.as_ref())?;
+        self.update_managers(live, &merged, version, &mut managers, manager, force)?;
+        let out = if value::equals(live, &merged) {
+            None
+        } else {
+            Some(merged)
+        };
+        Ok((out, managers))
+    }
+
+    fn field_set(&self, v: &Value, what: &str) -> Result<Set, UpdateError> {
+        typed::to_field_set(self.schema, self.type_ref, v).map_err(|e| {
+            UpdateError::Failed(format!(
+                "failed to create field set from {what} object: {e}"
+            ))
+        })
+    }
+
+    fn named(&self, s: &Set) -> Set {
+        s.ensure_named_fields_are_members(self.schema, self.type_ref)
+    }
+
+    /// Removes what the applier owned before and no longer applies, unless someone else owns it
+    /// (smd `prune` + `addBackOwnedItems` + `addBackDanglingItems`).
+    fn prune(
+        &self,
+        merged: Value,
+        managers: &ManagedFields,
+        last: Option<&VersionedSet>,
+    ) -> Result<Value, UpdateError> {
+        let Some(last) = last.filter(|l| !l.set.is_empty()) else {
+            return Ok(merged);
+        };
+        if !self.convertible(&last.api_version) {
+            return Ok(merged);
+        }
+        let (sc, tr) = (self.schema, self.type_ref);
+        let last_named = self.named(&last.set);
+        let mut pruned = typed::remove_items(sc, tr, &merged, &last_named);
+
+        // Add back everything someone still owns, version by version (prune's version first).
+        let mut managed_at: BTreeMap<&str, Set> = BTreeMap::new();
+        for vs in managers.values() {
+            managed_at
+                .entry(vs.api_version.as_str())
+                .or_default()
+                .union_with(vs.set.clone());
+        }
+        let merged_named = self.named(&self.field_set(&merged, "merged")?);
+        let mut order: Vec<&str> = Vec::new();
+        if managed_at.contains_key(last.api_version.as_str()) {
+            order.push(last.api_version.as_str());
+        }
+        order.extend(
+            managed_at
+                .keys()
+                .copied()
+                .filter(|v| *v != last.api_version.as_str()),
+        );
+        for version in order {
+            if !self.convertible(version) {
+                continue;
+            }
+            let pruned_named = self.named(&self.field_set(&pruned, "pruned")?);
+            let keep = pruned_named.union(&self.named(&managed_at[version]));
+            pruned = typed::remove_items(sc, tr, &merged, &merged_named.difference(&keep));
+        }
+
+        // Remove items that became dangling: parents the applier owned whose owned children
+        // were all removed above.
+        let pruned_named = self.named(&self.field_set(&pruned, "pruned")?);
+        let dangling = merged_named
+            .difference(&pruned_named)
+            .intersection(&last_named);
+        Ok(typed::remove_items(sc, tr, &merged, &dangling))
+    }
+}

@@ -1,0 +1,527 @@
+//! Replay of the reference oracle's JSONL case format: a live object with managed fields, then
+//! applies and updates; the result (conflicts, object, managed fields, 409 message) is printed in
+//! the oracle's own format so any case can be run through both and diffed. Users reproduce a
+//! prediction offline the same way.
+
+mod check;
+
+mod input;
+mod output;
+
+pub use input::{CaseInput, Expectation, StepInput, parse_case};
+pub use output::{CaseResult, CheckResult, ConflictOut, StepResult};
+
+use crate::fieldpath::{Set, serialize_path_element};
+use crate::managedfields::{
+    FieldManager, ManagedFieldsEntry, ManagerError, entries_from_value, parse_identity, parse_time,
+    remove_managed_fields,
+};
+use crate::merge::Conflicts;
+use crate::schema::{Gvk, Schema, builtin, smd_yaml};
+use crate::value::{Map, Value, json};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+/// Unix time of 9000-01-01T00:00:00Z: times at or after it are internal and never printed
+/// (the oracle's clock for cases without `now`).
+pub const SYNTHETIC_BASE: i64 = 221_845_392_000;
+
+/// True for the internal clock's times.
+pub fn is_synthetic(t: i64) -> bool {
+    t >= SYNTHETIC_BASE
+}
+
+enum SchemaRef {
+    Static(&'static Schema),
+    Owned(Arc<Schema>),
+}
+
+impl std::ops::Deref for SchemaRef {
+    type Target = Schema;
+    fn deref(&self) -> &Schema {
+        match self {
+            SchemaRef::Static(s) => s,
+            SchemaRef::Owned(s) => s,
+        }
+    }
+}
+
+struct Loaded {
+    schema: SchemaRef,
+    source: String,
+    /// OpenAPI-derived schemas can find types by group/version/kind.
+    by_gvk: bool,
+}
+
+/// Runs replay cases, caching schemas across cases.
+#[derive(Default)]
+pub struct Replayer {
+    cache: HashMap<String, Arc<Loaded>>,
+}
+
+struct State {
+    live: Option<Value>,
+    entries: Vec<ManagedFieldsEntry>,
+}
+
+impl Replayer {
+    pub fn new() -> Self {
+        Replayer::default()
+    }
+
+    fn resolve_schema(&mut self, raw: &Value) -> Result<Arc<Loaded>, String> {
+        let key = json::to_string(raw, json::Style::PLAIN);
+        if let Some(l) = self.cache.get(&key) {
+            return Ok(l.clone());
+        }
+        let loaded = Arc::new(load_schema(raw)?);
+        self.cache.insert(key, loaded.clone());
+        Ok(loaded)
+    }
+
+    /// Runs one case line and returns its result (errors are part of the result).
+    pub fn run_line(&mut self, line: &[u8]) -> CaseResult {
+        let parsed = json::parse(line)
+            .map_err(|e| e.to_string())
+            .and_then(|v| parse_case(&v));
+        match parsed {
+            Ok(c) => self.run_case(&c),
+            Err(e) => CaseResult {
+                result: StepResult {
+                    error: format!("bad case JSON: {e}"),
+                    ..StepResult::default()
+                },
+                ..CaseResult::default()
+            },
+        }
+    }
+
+    /// Runs a parsed case.
+    pub fn run_case(&mut self, c: &CaseInput) -> CaseResult {
+        let mut res = CaseResult {
+            name: c.name.clone(),
+            ..CaseResult::default()
+        };
+        let fail = |res: &mut CaseResult, e: String| {
+            res.result.error = e;
+            if let Some(x) = &c.expect {
+                res.result.check = Some(check::check(x, &res.result));
+            }
+        };
+        let loaded = match c.schema.as_ref().filter(|s| !s.is_null()) {
+            None => {
+                fail(&mut res, "case has no \"schema\"".into());
+                return res;
+            }
+            Some(raw) => match self.resolve_schema(raw) {
+                Ok(l) => l,
+                Err(e) => {
+                    fail(&mut res, e);
+                    return res;
+                }
+            },
+        };
+        let mut st = State {
+            live: None,
+            entries: vec![],
+        };
+        if let Some(live) = c.live.as_ref().filter(|v| !v.is_null()) {
+            if live.as_map().is_none() {
+                fail(
+                    &mut res,
+                    format!("live: expected a JSON object, got {}", live.type_name()),
+                );
+                return res;
+            }
+            st.live = Some(live.clone());
+        }
+        let entries = match (&c.managers, &st.live) {
+            (Some(m), _) if !m.is_null() => entries_from_value(m),
+            (_, Some(live)) => match live.get_path(&["metadata", "managedFields"]) {
+                Some(mf) if !mf.is_null() => entries_from_value(mf),
+                _ => Ok(vec![]),
+            },
+            _ => Ok(vec![]),
+        };
+        match entries {
+            Ok(e) => st.entries = e,
+            Err(e) => {
+                fail(&mut res, e);
+                return res;
+            }
+        }
+        if let Some(live) = &mut st.live {
+            remove_managed_fields(live);
+        }
+        let mut ignored = BTreeMap::new();
+        for (v, raw) in &c.ignored_fields {
+            match Set::from_fields_v1_value(raw) {
+                Ok(s) => {
+                    ignored.insert(v.clone(), s);
+                }
+                Err(e) => {
+                    fail(&mut res, format!("ignoredFields[{v}]: {e}"));
+                    return res;
+                }
+            }
+        }
+
+        let single = c.steps.is_empty();
+        let steps: Vec<StepInput> = if single {
+            let op = c.op.to_ascii_lowercase();
+            if op == "update" || (op.is_empty() && c.update.is_some() && c.apply.is_none()) {
+                match &c.update {
+                    Some(u) => vec![StepInput {
+                        op: "update".into(),
+                        ..u.clone()
+                    }],
+                    None => {
+                        fail(&mut res, "op \"update\" needs an \"update\" object".into());
+                        return res;
+                    }
+                }
+            } else if op == "apply" || op.is_empty() {
+                match &c.apply {
+                    Some(a) => vec![StepInput {
+                        op: "apply".into(),
+                        ..a.clone()
+                    }],
+                    None => {
+                        fail(
+                            &mut res,
+                            "case needs \"apply\", \"update\" or \"steps\"".into(),
+                        );
+                        return res;
+                    }
+                }
+            } else {
+                fail(&mut res, format!("unknown op {:?}", c.op));
+                return res;
+            }
+        } else {
+            c.steps.clone()
+        };
+
+        let mut results = Vec::with_capacity(steps.len());
+        for (i, step) in steps.iter().enumerate() {
+            let mut now = SYNTHETIC_BASE + i as i64 + 1;
+            let now_str = if step.now.is_empty() {
+                &c.now
+            } else {
+                &step.now
+            };
+            if !now_str.is_empty() {
+                match parse_time(now_str) {
+                    Ok(t) => now = t,
+                    Err(e) => {
+                        fail(&mut res, e);
+                        return res;
+                    }
+                }
+            }
+            let mut r = run_step(&loaded, c, &ignored, &mut st, step, now);
+            if let Some(x) = &step.expect {
+                r.check = Some(check::check(x, &r));
+            }
+            results.push(r);
+        }
+        let mut last = results.last().cloned().unwrap_or_default();
+        last.check = None;
+        res.result = last;
+        if let Some(x) = &c.expect {
+            res.result.check = Some(check::check(x, &res.result));
+        }
+        if !single {
+            for (i, r) in results.iter().enumerate() {
+                if let Some(chk) = &r.check {
+                    let agg = res.result.check.get_or_insert_with(|| CheckResult {
+                        passed: true,
+                        failures: vec![],
+                    });
+                    if !chk.passed {
+                        agg.passed = false;
+                        for f in &chk.failures {
+                            agg.failures.push(format!("step {}: {f}", i + 1));
+                        }
+                    }
+                }
+            }
+            res.steps = results;
+        }
+        res
+    }
+}
+
+fn load_schema(raw: &Value) -> Result<Loaded, String> {
+    if let Value::String(s) = raw {
+        let s = s.trim();
+        if s == "k8s" || s.starts_with("k8s-") || s.starts_with("k8s@") {
+            let version = if s.len() > 4 {
+                &s[4..]
+            } else {
+                builtin::DEFAULT_VERSION
+            };
+            let schema = builtin::kubernetes(version).map_err(|e| format!("schema {s:?}: {e}"))?;
+            return Ok(Loaded {
+                schema: SchemaRef::Static(schema),
+                source: format!("built-in Kubernetes {version} schema"),
+                by_gvk: true,
+            });
+        }
+        if s.contains('\n') || s.starts_with("types:") || s.starts_with('{') {
+            return inline(s);
+        }
+        return file(s);
+    }
+    let text = json::to_string(raw, json::Style::PLAIN);
+    inline(&text)
+}
+
+fn inline(text: &str) -> Result<Loaded, String> {
+    let schema = smd_yaml::parse(text).map_err(|e| format!("invalid smd schema (inline): {e}"))?;
+    Ok(Loaded {
+        schema: SchemaRef::Owned(Arc::new(schema)),
+        source: "inline".into(),
+        by_gvk: false,
+    })
+}
+
+fn file(path: &str) -> Result<Loaded, String> {
+    let data = std::fs::read_to_string(path).map_err(|e| format!("reading schema: {e}"))?;
+    let loaded = crate::schema::load_document(&data, path).map_err(|e| e.to_string())?;
+    let by_gvk = loaded.gvks().next().is_some();
+    Ok(Loaded {
+        by_gvk,
+        schema: SchemaRef::Owned(Arc::new(loaded)),
+        source: path.to_string(),
+    })
+}
+
+fn type_name_for(
+    l: &Loaded,
+    explicit: &str,
+    api_version: &str,
+    kind: &str,
+) -> Result<String, String> {
+    if !explicit.is_empty() {
+        if l.schema.find_named(explicit).is_none() {
+            return Err(format!(
+                "type {explicit:?} not found in schema {}",
+                l.source
+            ));
+        }
+        return Ok(explicit.to_string());
+    }
+    if !l.by_gvk {
+        return Err("case has no \"typeName\" (required for smd schemas)".into());
+    }
+    l.schema
+        .type_for(&Gvk::from_api_version(api_version, kind))
+        .map(str::to_string)
+        .ok_or_else(|| {
+            format!(
+                "no type for apiVersion={api_version:?} kind={kind:?} in {}; give \"typeName\"",
+                l.source
+            )
+        })
+}
+
+fn conflicts_out(cs: &Conflicts) -> Vec<ConflictOut> {
+    let mut out: Vec<ConflictOut> =
+        cs.0.iter()
+            .map(|c| {
+                let id = parse_identity(&c.manager).unwrap_or_default();
+                ConflictOut {
+                    manager: id.manager,
+                    operation: id.operation,
+                    api_version: id.api_version,
+                    subresource: id.subresource,
+                    manager_key: c.manager.clone(),
+                    path: c.path.to_string(),
+                    fields_v1_path: c.path.0.iter().map(serialize_path_element).collect(),
+                }
+            })
+            .collect();
+    // The oracle sorts by identity, then by the printed path.
+    out.sort_by(|a, b| {
+        a.manager_key
+            .as_bytes()
+            .cmp(b.manager_key.as_bytes())
+            .then_with(|| a.path.as_bytes().cmp(b.path.as_bytes()))
+    });
+    out
+}
+
+/// The 409 message for conflicts in the oracle's order.
+fn conflict_message(cs: &[ConflictOut]) -> String {
+    let conflicts = Conflicts(
+        cs.iter()
+            .map(|c| crate::merge::Conflict {
+                manager: c.manager_key.clone(),
+                path: crate::fieldpath::Path(
+                    c.fields_v1_path
+                        .iter()
+                        .filter_map(|p| {
+                            crate::fieldpath::deserialize_path_element(p).ok().flatten()
+                        })
+                        .collect(),
+                ),
+            })
+            .collect(),
+    );
+    crate::managedfields::conflict_message(&conflicts)
+}
+
+fn run_step(
+    loaded: &Loaded,
+    c: &CaseInput,
+    ignored: &BTreeMap<String, Set>,
+    st: &mut State,
+    step: &StepInput,
+    now: i64,
+) -> StepResult {
+    let op = step.op.to_ascii_lowercase();
+    let mut r = StepResult {
+        op: op.clone(),
+        manager: step.manager.clone(),
+        ..StepResult::default()
+    };
+    let fail = |r: &mut StepResult, st: &State, e: String| {
+        r.error = e;
+        r.object = None;
+        r.managers = st.entries.clone();
+    };
+    let body = match op.as_str() {
+        "apply" => step.config.as_ref(),
+        "update" => step.object.as_ref(),
+        _ => {
+            fail(
+                &mut r,
+                st,
+                format!("unknown step op {:?} (want apply or update)", step.op),
+            );
+            return r;
+        }
+    };
+    let body = match body {
+        Some(Value::Map(_)) => body.expect("checked").clone(),
+        Some(Value::Null) | None => {
+            let what = if op == "apply" {
+                "apply step needs \"config\""
+            } else {
+                "update step needs \"object\""
+            };
+            fail(&mut r, st, what.into());
+            return r;
+        }
+        Some(other) => {
+            fail(
+                &mut r,
+                st,
+                format!("expected a JSON object, got {}", other.type_name()),
+            );
+            return r;
+        }
+    };
+    let mut api_version = step.api_version.clone();
+    if api_version.is_empty() {
+        api_version = body.str_at(&["apiVersion"]).unwrap_or("").to_string();
+    }
+    if api_version.is_empty() {
+        if let Some(l) = &st.live {
+            api_version = l.str_at(&["apiVersion"]).unwrap_or("").to_string();
+        }
+    }
+    let mut kind = st
+        .live
+        .as_ref()
+        .and_then(|l| l.str_at(&["kind"]))
+        .unwrap_or("")
+        .to_string();
+    if kind.is_empty() {
+        kind = body.str_at(&["kind"]).unwrap_or("").to_string();
+    }
+    let type_name = match type_name_for(loaded, &c.type_name, &api_version, &kind) {
+        Ok(t) => t,
+        Err(e) => {
+            fail(&mut r, st, e);
+            return r;
+        }
+    };
+    let known: Option<HashSet<String>> = if c.known_versions.is_empty() {
+        None
+    } else {
+        let mut k: HashSet<String> = c.known_versions.iter().cloned().collect();
+        k.insert(api_version.clone());
+        Some(k)
+    };
+    let tr = loaded.schema.type_ref(&type_name);
+    let fm = FieldManager {
+        schema: &loaded.schema,
+        type_ref: &tr,
+        api_version: api_version.clone(),
+        kind: kind.clone(),
+        subresource: step.subresource.clone(),
+        ignored,
+        known_versions: known.as_ref(),
+        now,
+    };
+    let live = match &st.live {
+        Some(l) => l.clone(),
+        None => {
+            let mut m = Map::new();
+            m.insert("apiVersion", Value::from(api_version.as_str()));
+            m.insert("kind", Value::from(kind.as_str()));
+            Value::Map(m)
+        }
+    };
+    let outcome = if op == "apply" {
+        if step.manager.is_empty() {
+            fail(
+                &mut r,
+                st,
+                "BadRequest: fieldManager must be set for apply requests".into(),
+            );
+            return r;
+        }
+        fm.apply(&live, &body, &st.entries, &step.manager, step.force)
+    } else {
+        let new_entries = match body.get_path(&["metadata", "managedFields"]) {
+            Some(v) if !v.is_null() => match entries_from_value(v) {
+                Ok(e) => Some(e),
+                Err(e) => {
+                    fail(&mut r, st, e);
+                    return r;
+                }
+            },
+            _ => None,
+        };
+        fm.update(
+            &live,
+            &body,
+            &st.entries,
+            new_entries.as_deref(),
+            &step.manager,
+        )
+    };
+    match outcome {
+        Ok(o) => {
+            let mut obj = o.object;
+            remove_managed_fields(&mut obj);
+            r.object_changed = st.live.as_ref().is_none_or(|b| !b.strict_eq(&obj));
+            r.object = Some(obj.clone());
+            st.live = Some(obj);
+            st.entries = o.entries.clone();
+            r.managers = o.entries;
+        }
+        Err(ManagerError::Conflicts(cs)) => {
+            r.conflicts = conflicts_out(&cs);
+            r.conflict_message = conflict_message(&r.conflicts);
+            r.error = r.conflict_message.clone();
+            r.object = None;
+            r.managers = st.entries.clone();
+        }
+        Err(e) => fail(&mut r, st, e.to_string()),
+    }
+    r
+}

@@ -1,0 +1,127 @@
+//! The Kubernetes schemas shipped inside the binary, so everything works offline: the OpenAPI v2
+//! documents of Kubernetes v1.30.1 and v1.36.0, converted as kube-apiserver does, completed with
+//! the field defaults of the smd schemas Kubernetes generates (see `data/SOURCE.md`).
+
+use super::model::{Schema, SchemaError};
+use super::{openapi_v2, smd_yaml};
+use std::io::Read;
+use std::sync::OnceLock;
+
+/// The version `"k8s"` means.
+pub const DEFAULT_VERSION: &str = "v1.30.1";
+
+struct Bundle {
+    version: &'static str,
+    swagger_gz: &'static [u8],
+    smd_gz: &'static [u8],
+    cell: OnceLock<Result<Schema, SchemaError>>,
+}
+
+static BUNDLES: [Bundle; 2] = [
+    Bundle {
+        version: "v1.30.1",
+        swagger_gz: include_bytes!("data/k8s-v1.30.1.swagger.json.gz"),
+        smd_gz: include_bytes!("data/k8s-v1.30.1.smd.yaml.gz"),
+        cell: OnceLock::new(),
+    },
+    Bundle {
+        version: "v1.36.0",
+        swagger_gz: include_bytes!("data/k8s-v1.36.0.swagger.json.gz"),
+        smd_gz: include_bytes!("data/k8s-v1.36.0.smd.yaml.gz"),
+        cell: OnceLock::new(),
+    },
+];
+
+/// Kubernetes versions with a built-in schema.
+pub fn versions() -> Vec<&'static str> {
+    BUNDLES.iter().map(|b| b.version).collect()
+}
+
+fn gunzip(data: &[u8]) -> Result<String, SchemaError> {
+    let mut s = String::new();
+    flate2::read::GzDecoder::new(data)
+        .read_to_string(&mut s)
+        .map_err(|e| SchemaError(format!("corrupt built-in schema: {e}")))?;
+    Ok(s)
+}
+
+/// Builds a schema from an OpenAPI v2 document plus an smd overlay (field defaults and
+/// field-level relationship overrides), the way the reference oracle does.
+pub fn from_v2_with_overlay(swagger: &str, smd: Option<&str>) -> Result<Schema, SchemaError> {
+    let doc = crate::value::json::parse(swagger.as_bytes())
+        .map_err(|e| SchemaError(format!("OpenAPI v2: {e}")))?;
+    let mut schema = openapi_v2::from_value(&doc)?;
+    if let Some(smd) = smd {
+        let overlay = smd_yaml::parse(smd)?;
+        schema.overlay(&overlay);
+    }
+    Ok(schema)
+}
+
+/// The built-in schema of a Kubernetes version (`v1.30.1`, `1.30.1`, ...), built once.
+pub fn kubernetes(version: &str) -> Result<&'static Schema, SchemaError> {
+    let want = if version.starts_with('v') {
+        version.to_string()
+    } else {
+        format!("v{version}")
+    };
+    let bundle = BUNDLES.iter().find(|b| b.version == want).ok_or_else(|| {
+        SchemaError(format!(
+            "no built-in schema for Kubernetes {version} (available: {})",
+            versions().join(", ")
+        ))
+    })?;
+    bundle
+        .cell
+        .get_or_init(|| {
+            let swagger = gunzip(bundle.swagger_gz)?;
+            let smd = gunzip(bundle.smd_gz)?;
+            from_v2_with_overlay(&swagger, Some(&smd))
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// The default built-in schema.
+pub fn default_schema() -> Result<&'static Schema, SchemaError> {
+    kubernetes(DEFAULT_VERSION)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{ElementRelationship, Gvk};
+
+    #[test]
+    fn builtin_schemas_load_and_know_kinds() {
+        for v in versions() {
+            let s = kubernetes(v).unwrap();
+            let dep = s.type_for(&Gvk::new("apps", "v1", "Deployment")).unwrap();
+            assert_eq!(dep, "io.k8s.api.apps.v1.Deployment");
+            let port = s.find_named("io.k8s.api.core.v1.ContainerPort").unwrap();
+            let proto = port
+                .atom
+                .map
+                .as_ref()
+                .unwrap()
+                .find_field("protocol")
+                .unwrap();
+            assert_eq!(proto.default.as_ref().and_then(|d| d.as_str()), Some("TCP"));
+            let pv = s
+                .find_named("io.k8s.api.core.v1.PersistentVolumeSpec")
+                .unwrap();
+            let claim = pv
+                .atom
+                .map
+                .as_ref()
+                .unwrap()
+                .find_field("claimRef")
+                .unwrap();
+            assert_eq!(
+                claim.ty.element_relationship,
+                Some(ElementRelationship::Separable)
+            );
+        }
+        assert!(kubernetes("v9.9.9").is_err());
+    }
+}

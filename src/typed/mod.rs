@@ -1,0 +1,305 @@
+//! Values interpreted through a schema: validation, the field set a value claims, comparison,
+//! merge and removal (structured-merge-diff `typed`). Each operation reproduces the reference's
+//! observable behaviour, including how duplicates, nulls and empty containers are treated.
+
+mod compare;
+mod merge;
+mod reconcile;
+mod remove;
+mod tofieldset;
+mod validate;
+
+pub use compare::{Comparison, compare};
+pub use merge::merge;
+pub use reconcile::reconcile_field_set_with_schema;
+pub use remove::remove_items;
+pub use tofieldset::to_field_set;
+pub use validate::validate;
+
+use crate::fieldpath::{KeyField, PathElement};
+use crate::schema::{ElementRelationship, List, Resolved, Schema, TypeRef};
+use crate::value::Value;
+use std::fmt;
+
+/// A schema violation at a path.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ValidationError {
+    /// Printed path (`.spec.containers[name="a"].image`), empty at the root.
+    pub path: String,
+    pub message: String,
+}
+
+impl fmt::Display for ValidationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.path, self.message)
+        }
+    }
+}
+
+/// One or more schema violations (printed like smd's `ValidationErrors`).
+#[derive(Clone, Debug, Default, PartialEq, thiserror::Error)]
+pub struct ValidationErrors(pub Vec<ValidationError>);
+
+impl fmt::Display for ValidationErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.len() == 1 {
+            return write!(f, "{}", self.0[0]);
+        }
+        f.write_str("errors:")?;
+        for e in &self.0 {
+            write!(f, "\n  {e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl ValidationErrors {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    pub(crate) fn push(&mut self, path: &[PathElement], message: impl Into<String>) {
+        self.0.push(ValidationError {
+            path: path_string(path),
+            message: message.into(),
+        });
+    }
+    pub(crate) fn into_result(self) -> Result<(), ValidationErrors> {
+        if self.0.is_empty() { Ok(()) } else { Err(self) }
+    }
+}
+
+pub(crate) fn path_string(path: &[PathElement]) -> String {
+    path.iter().map(|p| p.to_string()).collect()
+}
+
+/// Resolves `tr`, or describes why it cannot be resolved.
+pub(crate) fn resolve<'s>(schema: &'s Schema, tr: &'s TypeRef) -> Result<Resolved<'s>, String> {
+    schema.resolve(tr).ok_or_else(|| {
+        format!(
+            "schema error: no type found matching: {}",
+            tr.name().unwrap_or("inlined type")
+        )
+    })
+}
+
+/// Which handler smd picks for an atom: map first, then scalar, then list.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Handler<'s> {
+    Map(&'s crate::schema::MapType, ElementRelationship),
+    Scalar(crate::schema::Scalar),
+    List(&'s List, ElementRelationship),
+    Invalid,
+}
+
+pub(crate) fn handler<'s>(a: &Resolved<'s>) -> Handler<'s> {
+    if let Some(m) = a.map {
+        Handler::Map(m, a.map_er())
+    } else if let Some(s) = a.scalar {
+        Handler::Scalar(s)
+    } else if let Some(l) = a.list {
+        Handler::List(l, a.list_er())
+    } else {
+        Handler::Invalid
+    }
+}
+
+pub(crate) fn invalid_atom(tr: &TypeRef) -> String {
+    match tr.name() {
+        Some(n) => format!("schema error: invalid atom: named type: {n}"),
+        None => "schema error: invalid atom: inlined".to_string(),
+    }
+}
+
+/// The type of a map entry: the declared field's, else the element type.
+pub(crate) fn field_type<'s>(m: &'s crate::schema::MapType, key: &str) -> &'s TypeRef {
+    match m.find_field(key) {
+        Some(f) => &f.ty,
+        None => &m.element_type,
+    }
+}
+
+/// smd `validateScalar`: `None` if `v` fits the scalar kind (null always fits).
+pub(crate) fn check_scalar(t: crate::schema::Scalar, v: &Value) -> Option<String> {
+    use crate::schema::Scalar::*;
+    let ok = matches!(
+        (t, v),
+        (_, Value::Null)
+            | (Numeric, Value::Int(_) | Value::Float(_))
+            | (String, Value::String(_))
+            | (Boolean, Value::Bool(_))
+            | (
+                Untyped,
+                Value::Int(_) | Value::Float(_) | Value::String(_) | Value::Bool(_)
+            )
+    );
+    if ok {
+        return None;
+    }
+    let what = match t {
+        Numeric => "numeric (int or float)",
+        String => "string",
+        Boolean => "boolean",
+        Untyped => "any scalar",
+    };
+    Some(format!("expected {what}, got {}", describe(v)))
+}
+
+fn describe(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("string {}", crate::value::gofmt::quote(s)),
+        Value::Map(_) => "map".into(),
+        Value::List(_) => "list".into(),
+        Value::Int(i) => format!("integer {i}"),
+        Value::Float(f) => format!("number {}", crate::value::gofmt::format_float_v(*f)),
+        Value::Bool(b) => format!("boolean {b}"),
+        Value::Null => "null".into(),
+    }
+}
+
+/// The path element of a list item (smd `listItemToPathElement`), filling missing key fields
+/// from the key field's schema default.
+pub(crate) fn list_item_pe(
+    schema: &Schema,
+    list: &List,
+    er: ElementRelationship,
+    child: &Value,
+) -> Result<PathElement, String> {
+    if er != ElementRelationship::Associative {
+        return Err("invalid indexing of non-associative list".into());
+    }
+    if !list.keys.is_empty() {
+        let m = match child {
+            Value::Null => {
+                return Err("associative list with keys may not have a null element".into());
+            }
+            Value::Map(m) => m,
+            _ => return Err("associative list with keys may not have non-map elements".into()),
+        };
+        let mut fields = Vec::with_capacity(list.keys.len());
+        for k in &list.keys {
+            if let Some(v) = m.get(k) {
+                fields.push(KeyField {
+                    name: k.clone(),
+                    value: v.clone(),
+                });
+                continue;
+            }
+            let elem = schema.resolve(&list.element_type).ok_or_else(|| {
+                format!("couldn't find default value for {k}: invalid elementType for list")
+            })?;
+            let em = elem.map.ok_or_else(|| {
+                format!("couldn't find default value for {k}: associative list may not have non-map types")
+            })?;
+            match em.find_field(k).and_then(|f| f.default.as_ref()) {
+                Some(def) => fields.push(KeyField {
+                    name: k.clone(),
+                    value: def.clone(),
+                }),
+                None => {
+                    return Err(format!(
+                        "associative list with keys has an element that omits key field {} (and doesn't have default value)",
+                        crate::value::gofmt::quote(k)
+                    ));
+                }
+            }
+        }
+        return Ok(PathElement::key(fields));
+    }
+    match child {
+        Value::Map(_) => {
+            Err("associative list without keys has an element that's a map type".into())
+        }
+        Value::List(_) => Err("not supported: associative list with lists as elements".into()),
+        Value::Null => {
+            Err("associative list without keys has an element that's an explicit null".into())
+        }
+        v => Ok(PathElement::Value(v.clone())),
+    }
+}
+
+/// True for maps smd treats as "untyped deduced" (reconciliation skips them).
+pub(crate) fn is_untyped_deduced_map(m: &crate::schema::MapType) -> bool {
+    let tr = &m.element_type;
+    let deduced_ref = match tr.name() {
+        Some(n) => n == crate::schema::DEDUCED_TYPE,
+        None => tr.inlined.scalar == Some(crate::schema::Scalar::Untyped),
+    };
+    deduced_ref && m.fields.is_empty()
+}
+
+/// The path elements of a list's items, grouped: which items share a PE, in original order.
+pub(crate) struct ListIndex {
+    /// Per item, its PE (`None` if it could not be computed).
+    pub pes: Vec<Option<PathElement>>,
+    /// Indexes of items with a PE, stably sorted by PE.
+    sorted: Vec<u32>,
+}
+
+impl ListIndex {
+    /// Indexes `items`; returns item problems as `(index, message)`.
+    pub fn build(
+        schema: &Schema,
+        l: &List,
+        er: ElementRelationship,
+        items: &[Value],
+    ) -> (ListIndex, Vec<(usize, String)>) {
+        let mut problems = Vec::new();
+        let pes: Vec<Option<PathElement>> = items
+            .iter()
+            .enumerate()
+            .map(|(i, c)| match list_item_pe(schema, l, er, c) {
+                Ok(pe) => Some(pe),
+                Err(e) => {
+                    problems.push((i, e));
+                    None
+                }
+            })
+            .collect();
+        let mut sorted: Vec<u32> = (0..pes.len() as u32)
+            .filter(|&i| pes[i as usize].is_some())
+            .collect();
+        sorted.sort_by(|&a, &b| {
+            let (x, y) = (pes[a as usize].as_ref(), pes[b as usize].as_ref());
+            x.expect("filtered").compare(y.expect("filtered"))
+        });
+        (ListIndex { pes, sorted }, problems)
+    }
+
+    /// Item indexes whose PE equals `pe`, in original order.
+    pub fn group(&self, pe: &PathElement) -> &[u32] {
+        let lo = self.sorted.partition_point(|&i| {
+            self.pes[i as usize]
+                .as_ref()
+                .expect("pe")
+                .compare(pe)
+                .is_lt()
+        });
+        let hi = self.sorted.partition_point(|&i| {
+            self.pes[i as usize]
+                .as_ref()
+                .expect("pe")
+                .compare(pe)
+                .is_le()
+        });
+        &self.sorted[lo..hi]
+    }
+
+    /// True if item `i` is the first item with its PE.
+    pub fn is_first(&self, i: usize) -> bool {
+        match &self.pes[i] {
+            Some(pe) => self.group(pe).first() == Some(&(i as u32)),
+            None => false,
+        }
+    }
+
+    /// True if item `i`'s PE occurs more than once.
+    pub fn is_duplicated(&self, i: usize) -> bool {
+        match &self.pes[i] {
+            Some(pe) => self.group(pe).len() > 1,
+            None => false,
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! Go's text formatting rules that show up in Kubernetes wire data and messages: float formatting
+//! (`encoding/json`, json-iterator and `fmt`'s `%v`), string quoting (`%q`) and JSON string escaping.
+
+use std::fmt::Write;
+
+/// Which Go encoder's float rules to follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FloatStyle {
+    /// `encoding/json`: `%f` in [1e-6, 1e21), else `%e` with a single-digit negative exponent (`1e-7`).
+    GoJson,
+    /// json-iterator (used by structured-merge-diff for FieldsV1): like `GoJson` but `1e-07`.
+    Jsoniter,
+}
+
+/// How to escape strings inside JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Escape {
+    /// `encoding/json` default: also `<`, `>`, `&` and U+2028/U+2029.
+    Html,
+    /// `encoding/json` with `SetEscapeHTML(false)`: U+2028/U+2029 still escaped.
+    NoHtml,
+    /// json-iterator object keys: only quotes, backslashes and control characters.
+    Minimal,
+}
+
+/// Shortest round-trip decimal digits of a finite, non-negative float and the position of the
+/// decimal point (`0.0123` → ("123", -1)).
+fn shortest_digits(f: f64) -> (String, i32) {
+    if f == 0.0 {
+        return ("0".to_string(), 1);
+    }
+    let s = format!("{:e}", f);
+    let (mant, exp) = s.split_once('e').unwrap_or((&s, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let digits: String = mant.chars().filter(|c| *c != '.').collect();
+    (digits, exp + 1)
+}
+
+fn fmt_f(digits: &str, dp: i32, out: &mut String) {
+    let nd = digits.len() as i32;
+    if dp <= 0 {
+        out.push_str("0.");
+        for _ in 0..(-dp) {
+            out.push('0');
+        }
+        out.push_str(digits);
+    } else if dp >= nd {
+        out.push_str(digits);
+        for _ in 0..(dp - nd) {
+            out.push('0');
+        }
+    } else {
+        out.push_str(&digits[..dp as usize]);
+        out.push('.');
+        out.push_str(&digits[dp as usize..]);
+    }
+}
+
+fn fmt_e(digits: &str, dp: i32, out: &mut String) {
+    out.push_str(&digits[..1]);
+    if digits.len() > 1 {
+        out.push('.');
+        out.push_str(&digits[1..]);
+    }
+    let exp = if digits == "0" { 0 } else { dp - 1 };
+    out.push('e');
+    out.push(if exp < 0 { '-' } else { '+' });
+    let a = exp.unsigned_abs();
+    if a < 10 {
+        out.push('0');
+    }
+    let _ = write!(out, "{a}");
+}
+
+/// Formats a float the way the chosen Go JSON encoder does.
+pub fn format_float_json(f: f64, style: FloatStyle) -> String {
+    let mut out = String::new();
+    if f.is_sign_negative() {
+        out.push('-');
+    }
+    let a = f.abs();
+    let (digits, dp) = shortest_digits(a);
+    if a != 0.0 && !(1e-6..1e21).contains(&a) {
+        let start = out.len();
+        fmt_e(&digits, dp, &mut out);
+        if style == FloatStyle::GoJson {
+            // encoding/json turns e-07 into e-7
+            let tail = &out[start..];
+            if let Some(pos) = tail.find("e-0") {
+                let abs_pos = start + pos + 2;
+                out.remove(abs_pos);
+            }
+        }
+    } else {
+        fmt_f(&digits, dp, &mut out);
+    }
+    out
+}
+
+/// Formats a float like Go's `fmt` `%v` (shortest `%g`, exponent form from 1e-4 / 1e+06 on).
+pub fn format_float_v(f: f64) -> String {
+    let mut out = String::new();
+    if f.is_sign_negative() {
+        out.push('-');
+    }
+    let a = f.abs();
+    let (digits, dp) = shortest_digits(a);
+    let exp = if a == 0.0 { 0 } else { dp - 1 };
+    if !(-4..6).contains(&exp) {
+        fmt_e(&digits, dp, &mut out);
+    } else {
+        fmt_f(&digits, dp, &mut out);
+    }
+    out
+}
+
+/// Go's `unicode.IsPrint`: letters, marks, numbers, punctuation, symbols and the ASCII space.
+pub fn is_go_printable(c: char) -> bool {
+    use unicode_general_category::{GeneralCategory::*, get_general_category};
+    if c == ' ' {
+        return true;
+    }
+    matches!(
+        get_general_category(c),
+        UppercaseLetter
+            | LowercaseLetter
+            | TitlecaseLetter
+            | ModifierLetter
+            | OtherLetter
+            | NonspacingMark
+            | SpacingMark
+            | EnclosingMark
+            | DecimalNumber
+            | LetterNumber
+            | OtherNumber
+            | ConnectorPunctuation
+            | DashPunctuation
+            | OpenPunctuation
+            | ClosePunctuation
+            | InitialPunctuation
+            | FinalPunctuation
+            | OtherPunctuation
+            | MathSymbol
+            | CurrencySymbol
+            | ModifierSymbol
+            | OtherSymbol
+    )
+}
+
+/// Go's `%q` (`strconv.Quote`).
+pub fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if is_go_printable(c) => out.push(c),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c if (c as u32) < 0x10000 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => {
+                let _ = write!(out, "\\U{:08x}", c as u32);
+            }
+        }
+    }
+    out.push('"');
+    out
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Appends `s` as a JSON string literal with the given escaping rules.
+pub fn write_json_string(out: &mut String, s: &str, esc: Escape) {
+    out.push('"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let repl: Option<&str> = match b {
+            b'"' => Some("\\\""),
+            b'\\' => Some("\\\\"),
+            b'\n' => Some("\\n"),
+            b'\r' => Some("\\r"),
+            b'\t' => Some("\\t"),
+            b'<' if esc == Escape::Html => Some("\\u003c"),
+            b'>' if esc == Escape::Html => Some("\\u003e"),
+            b'&' if esc == Escape::Html => Some("\\u0026"),
+            0xE2 if esc != Escape::Minimal
+                && i + 2 < bytes.len()
+                && bytes[i + 1] == 0x80
+                && (bytes[i + 2] == 0xA8 || bytes[i + 2] == 0xA9) =>
+            {
+                Some(if bytes[i + 2] == 0xA8 {
+                    "\\u2028"
+                } else {
+                    "\\u2029"
+                })
+            }
+            _ => None,
+        };
+        if let Some(r) = repl {
+            out.push_str(&s[start..i]);
+            out.push_str(r);
+            i += if b == 0xE2 { 3 } else { 1 };
+            start = i;
+            continue;
+        }
+        if b < 0x20 {
+            out.push_str(&s[start..i]);
+            out.push_str("\\u00");
+            out.push(HEX[(b >> 4) as usize] as char);
+            out.push(HEX[(b & 0xF) as usize] as char);
+            i += 1;
+            start = i;
+            continue;
+        }
+        i += 1;
+    }
+    out.push_str(&s[start..]);
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Expected strings were printed by Go 1.19 (encoding/json, json-iterator, fmt %v).
+    #[test]
+    fn floats_like_go() {
+        let cases: &[(f64, &str, &str, &str)] = &[
+            (1e6, "1000000", "1000000", "1e+06"),
+            (100000.0, "100000", "100000", "100000"),
+            (123456789.0, "123456789", "123456789", "1.23456789e+08"),
+            (1e-5, "0.00001", "0.00001", "1e-05"),
+            (0.0001, "0.0001", "0.0001", "0.0001"),
+            (2.5, "2.5", "2.5", "2.5"),
+            (
+                1e20,
+                "100000000000000000000",
+                "100000000000000000000",
+                "1e+20",
+            ),
+            (1e21, "1e+21", "1e+21", "1e+21"),
+            (1e-7, "1e-7", "1e-07", "1e-07"),
+            (1e-6, "0.000001", "0.000001", "1e-06"),
+            (0.0, "0", "0", "0"),
+            (-2.0, "-2", "-2", "-2"),
+            (1.5e300, "1.5e+300", "1.5e+300", "1.5e+300"),
+        ];
+        for (f, json, jsoniter, v) in cases {
+            assert_eq!(format_float_json(*f, FloatStyle::GoJson), *json, "json {f}");
+            assert_eq!(
+                format_float_json(*f, FloatStyle::Jsoniter),
+                *jsoniter,
+                "jsoniter {f}"
+            );
+            assert_eq!(format_float_v(*f), *v, "%v {f}");
+        }
+    }
+
+    #[test]
+    fn quote_like_go() {
+        assert_eq!(quote("app"), "\"app\"");
+        assert_eq!(quote("a\"b\\c"), "\"a\\\"b\\\\c\"");
+        assert_eq!(
+            quote("<>&\u{2028}\u{1}\u{7f}é"),
+            "\"<>&\\u2028\\x01\\x7fé\""
+        );
+        assert_eq!(quote("\n\t"), "\"\\n\\t\"");
+    }
+
+    #[test]
+    fn json_escaping_modes() {
+        let s = "q\"b\\s\u{1}\n\t\u{2028}é\u{7f}<&";
+        let mut a = String::new();
+        write_json_string(&mut a, s, Escape::Minimal);
+        assert_eq!(a, "\"q\\\"b\\\\s\\u0001\\n\\t\u{2028}é\u{7f}<&\"");
+        let mut b = String::new();
+        write_json_string(&mut b, s, Escape::Html);
+        assert_eq!(
+            b,
+            "\"q\\\"b\\\\s\\u0001\\n\\t\\u2028é\u{7f}\\u003c\\u0026\""
+        );
+        let mut c = String::new();
+        write_json_string(&mut c, s, Escape::NoHtml);
+        assert_eq!(c, "\"q\\\"b\\\\s\\u0001\\n\\t\\u2028é\u{7f}<&\"");
+    }
+}

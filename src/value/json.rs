@@ -1,0 +1,303 @@
+//! JSON in and out with Kubernetes' (Go's) conventions: integers that fit `i64` stay integers,
+//! duplicate object keys keep the last value, nesting is bounded, and output can follow Go's
+//! encoders byte for byte (sorted keys, float format, escaping).
+
+use super::gofmt::{Escape, FloatStyle, format_float_json, write_json_string};
+use super::{Map, Str, Value};
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::ser::{SerializeMap, SerializeSeq, Serializer};
+use std::fmt;
+
+/// A JSON syntax error with its position.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message} (line {line}, column {column})")]
+pub struct JsonError {
+    pub message: String,
+    pub line: usize,
+    pub column: usize,
+}
+
+impl From<serde_json::Error> for JsonError {
+    fn from(e: serde_json::Error) -> Self {
+        // serde_json appends " at line L column C"; keep the message clean.
+        let msg = e.to_string();
+        let message = match msg.rfind(" at line ") {
+            Some(i) => msg[..i].to_string(),
+            None => msg,
+        };
+        JsonError {
+            message,
+            line: e.line(),
+            column: e.column(),
+        }
+    }
+}
+
+/// Parses one JSON document (trailing non-whitespace is an error). Nesting is limited to 128 levels.
+pub fn parse(input: &[u8]) -> Result<Value, JsonError> {
+    let mut de = serde_json::Deserializer::from_slice(input);
+    let v = Value::deserialize_value(&mut de)?;
+    de.end()?;
+    Ok(v)
+}
+
+/// Parses a JSON document from a string.
+pub fn parse_str(input: &str) -> Result<Value, JsonError> {
+    parse(input.as_bytes())
+}
+
+impl Value {
+    fn deserialize_value<'de, D: Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(ValueVisitor)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Value {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ValueVisitor)
+    }
+}
+
+struct ValueVisitor;
+
+impl<'de> Visitor<'de> for ValueVisitor {
+    type Value = Value;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(ValueVisitor)
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Int(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(match i64::try_from(v) {
+            Ok(i) => Value::Int(i),
+            Err(_) => Value::Float(v as f64),
+        })
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::Float(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(Str::from(v)))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(Str::from(v)))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(v) = seq.next_element::<Value>()? {
+            out.push(v);
+        }
+        Ok(Value::List(out))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
+        let mut m = Map::with_capacity(access.size_hint().unwrap_or(0));
+        while let Some(k) = access.next_key::<KeyStr>()? {
+            let v: Value = access.next_value()?;
+            m.insert(k.0, v);
+        }
+        Ok(Value::Map(m))
+    }
+}
+
+struct KeyStr(Str);
+
+impl<'de> serde::Deserialize<'de> for KeyStr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = KeyStr;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string key")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<KeyStr, E> {
+                Ok(KeyStr(Str::from(v)))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<KeyStr, E> {
+                Ok(KeyStr(Str::from(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// Output options for [`write`].
+#[derive(Clone, Copy, Debug)]
+pub struct Style {
+    /// Sort map keys bytewise (Go encodes maps this way); otherwise keep insertion order.
+    pub sort_keys: bool,
+    pub escape: Escape,
+    pub floats: FloatStyle,
+}
+
+impl Style {
+    /// `json.Marshal` of an unstructured object.
+    pub const GO: Style = Style {
+        sort_keys: true,
+        escape: Escape::Html,
+        floats: FloatStyle::GoJson,
+    };
+    /// A `json.Encoder` with `SetEscapeHTML(false)`.
+    pub const GO_NO_HTML: Style = Style {
+        sort_keys: true,
+        escape: Escape::NoHtml,
+        floats: FloatStyle::GoJson,
+    };
+    /// Values inside FieldsV1 keys (json-iterator, standard-library compatible).
+    pub const JSONITER: Style = Style {
+        sort_keys: true,
+        escape: Escape::Html,
+        floats: FloatStyle::Jsoniter,
+    };
+    /// Human-facing compact JSON: document order, no HTML escaping.
+    pub const PLAIN: Style = Style {
+        sort_keys: false,
+        escape: Escape::NoHtml,
+        floats: FloatStyle::GoJson,
+    };
+}
+
+/// Appends the compact JSON of `v`.
+pub fn write(out: &mut String, v: &Value, style: Style) {
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Int(i) => {
+            out.push_str(itoa_buf(*i).as_str());
+        }
+        Value::Float(f) => out.push_str(&format_float_json(*f, style.floats)),
+        Value::String(s) => write_json_string(out, s, style.escape),
+        Value::List(l) => {
+            out.push('[');
+            for (i, e) in l.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write(out, e, style);
+            }
+            out.push(']');
+        }
+        Value::Map(m) => {
+            out.push('{');
+            if style.sort_keys {
+                for (i, (k, e)) in m.sorted_entries().into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write_json_string(out, k, style.escape);
+                    out.push(':');
+                    write(out, e, style);
+                }
+            } else {
+                for (i, (k, e)) in m.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write_json_string(out, k, style.escape);
+                    out.push(':');
+                    write(out, e, style);
+                }
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn itoa_buf(i: i64) -> Str {
+    use std::fmt::Write;
+    let mut s = Str::default();
+    let _ = write!(s, "{i}");
+    s
+}
+
+/// The compact JSON of `v`.
+pub fn to_string(v: &Value, style: Style) -> String {
+    let mut s = String::new();
+    write(&mut s, v, style);
+    s
+}
+
+impl serde::Serialize for Value {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Value::Null => s.serialize_unit(),
+            Value::Bool(b) => s.serialize_bool(*b),
+            Value::Int(i) => s.serialize_i64(*i),
+            // Go prints integral floats without a fraction; keep that for readers.
+            Value::Float(f) if f.fract() == 0.0 && f.abs() < 9.007_199_254_740_992e15 => {
+                s.serialize_i64(*f as i64)
+            }
+            Value::Float(f) => s.serialize_f64(*f),
+            Value::String(v) => s.serialize_str(v),
+            Value::List(l) => {
+                let mut seq = s.serialize_seq(Some(l.len()))?;
+                for e in l {
+                    seq.serialize_element(e)?;
+                }
+                seq.end()
+            }
+            Value::Map(m) => {
+                let mut map = s.serialize_map(Some(m.len()))?;
+                for (k, v) in m.iter() {
+                    map.serialize_entry(k.as_str(), v)?;
+                }
+                map.end()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_follow_go_unstructured_decoding() {
+        let v = parse(br#"{"a":1,"b":1.0,"c":1e3,"d":18446744073709551615}"#).unwrap();
+        let m = v.as_map().unwrap();
+        assert!(matches!(m.get("a"), Some(Value::Int(1))));
+        assert!(matches!(m.get("b"), Some(Value::Float(f)) if *f == 1.0));
+        assert!(matches!(m.get("c"), Some(Value::Float(f)) if *f == 1000.0));
+        assert!(matches!(m.get("d"), Some(Value::Float(_))));
+    }
+
+    #[test]
+    fn duplicate_keys_keep_last_value() {
+        let v = parse(br#"{"a":1,"b":2,"a":3}"#).unwrap();
+        assert_eq!(to_string(&v, Style::PLAIN), r#"{"a":3,"b":2}"#);
+    }
+
+    #[test]
+    fn go_output_sorts_keys_and_formats_floats() {
+        let v = parse(br#"{"z":2.0,"a":"<x>","m":[1e-7,1e21]}"#).unwrap();
+        assert_eq!(
+            to_string(&v, Style::GO),
+            r#"{"a":"\u003cx\u003e","m":[1e-7,1e+21],"z":2}"#
+        );
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_crash() {
+        let deep = "[".repeat(200) + &"]".repeat(200);
+        let err = parse(deep.as_bytes()).unwrap_err();
+        assert!(err.message.contains("recursion limit"), "{err}");
+    }
+
+    #[test]
+    fn trailing_data_is_rejected_with_position() {
+        let err = parse(b"{\"a\":1}\n x").unwrap_err();
+        assert_eq!(err.line, 2);
+    }
+}

@@ -1,0 +1,279 @@
+//! Untyped values (the `unstructured` JSON tree) with structured-merge-diff's equality and order.
+//!
+//! Numbers keep the distinction Kubernetes' JSON decoder makes: integers that fit `i64` are `Int`,
+//! everything else is `Float`. Maps keep insertion order (for display); equality ignores it.
+
+mod compare;
+pub mod gofmt;
+pub mod json;
+pub mod yaml;
+
+pub use compare::{compare, equals};
+
+use compact_str::CompactString;
+use std::collections::HashMap;
+
+/// Owned, cheaply cloned string (short strings live inline).
+pub type Str = CompactString;
+
+/// A JSON-like value.
+#[derive(Clone, Debug)]
+pub enum Value {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    String(Str),
+    List(Vec<Value>),
+    Map(Map),
+}
+
+impl Value {
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+    pub fn is_scalar(&self) -> bool {
+        matches!(
+            self,
+            Value::Bool(_) | Value::Int(_) | Value::Float(_) | Value::String(_)
+        )
+    }
+    pub fn as_map(&self) -> Option<&Map> {
+        match self {
+            Value::Map(m) => Some(m),
+            _ => None,
+        }
+    }
+    pub fn as_map_mut(&mut self) -> Option<&mut Map> {
+        match self {
+            Value::Map(m) => Some(m),
+            _ => None,
+        }
+    }
+    pub fn as_list(&self) -> Option<&[Value]> {
+        match self {
+            Value::List(l) => Some(l),
+            _ => None,
+        }
+    }
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::String(s) => Some(s),
+            _ => None,
+        }
+    }
+    /// `self[k1][k2]...` through maps.
+    pub fn get_path(&self, keys: &[&str]) -> Option<&Value> {
+        let mut cur = self;
+        for k in keys {
+            cur = cur.as_map()?.get(k)?;
+        }
+        Some(cur)
+    }
+    /// String at a map path, if it is a string.
+    pub fn str_at(&self, keys: &[&str]) -> Option<&str> {
+        self.get_path(keys).and_then(Value::as_str)
+    }
+    /// Short name of the JSON type, for error messages.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Null => "null",
+            Value::Bool(_) => "boolean",
+            Value::Int(_) => "integer",
+            Value::Float(_) => "number",
+            Value::String(_) => "string",
+            Value::List(_) => "list",
+            Value::Map(_) => "map",
+        }
+    }
+    /// Exact structural equality, like Go's `reflect.DeepEqual` on unstructured objects:
+    /// `2` and `2.0` differ, map order is irrelevant, list order matters.
+    pub fn strict_eq(&self, other: &Value) -> bool {
+        match (self, other) {
+            (Value::Null, Value::Null) => true,
+            (Value::Bool(a), Value::Bool(b)) => a == b,
+            (Value::Int(a), Value::Int(b)) => a == b,
+            (Value::Float(a), Value::Float(b)) => a == b,
+            (Value::String(a), Value::String(b)) => a == b,
+            (Value::List(a), Value::List(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.strict_eq(y))
+            }
+            (Value::Map(a), Value::Map(b)) => {
+                a.len() == b.len()
+                    && a.iter()
+                        .all(|(k, v)| b.get(k).is_some_and(|w| v.strict_eq(w)))
+            }
+            _ => false,
+        }
+    }
+    /// Nesting depth (a scalar is 1).
+    pub fn depth(&self) -> usize {
+        match self {
+            Value::List(l) => 1 + l.iter().map(Value::depth).max().unwrap_or(0),
+            Value::Map(m) => 1 + m.values().map(Value::depth).max().unwrap_or(0),
+            _ => 1,
+        }
+    }
+}
+
+impl PartialEq for Value {
+    /// Strict equality ([`Value::strict_eq`]); use [`equals`] for smd's numeric equality.
+    fn eq(&self, other: &Value) -> bool {
+        self.strict_eq(other)
+    }
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Self {
+        Value::String(Str::from(s))
+    }
+}
+impl From<i64> for Value {
+    fn from(i: i64) -> Self {
+        Value::Int(i)
+    }
+}
+impl From<bool> for Value {
+    fn from(b: bool) -> Self {
+        Value::Bool(b)
+    }
+}
+impl From<Map> for Value {
+    fn from(m: Map) -> Self {
+        Value::Map(m)
+    }
+}
+
+/// Maps with this many entries or more get a hash index for lookups during zips.
+const INDEX_THRESHOLD: usize = 24;
+
+/// An insertion-ordered string-keyed map. Small maps (the common case) use linear search.
+#[derive(Clone, Debug, Default)]
+pub struct Map {
+    entries: Vec<(Str, Value)>,
+}
+
+impl Map {
+    pub fn new() -> Self {
+        Map::default()
+    }
+    pub fn with_capacity(n: usize) -> Self {
+        Map {
+            entries: Vec::with_capacity(n),
+        }
+    }
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.entries.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut Value> {
+        self.entries
+            .iter_mut()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v)
+    }
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+    /// Sets `key` (keeping its position if present). Returns the previous value.
+    pub fn insert(&mut self, key: impl Into<Str>, value: Value) -> Option<Value> {
+        let key = key.into();
+        if let Some(slot) = self.get_mut(&key) {
+            return Some(std::mem::replace(slot, value));
+        }
+        self.entries.push((key, value));
+        None
+    }
+    /// Appends without checking for an existing key (caller guarantees uniqueness).
+    pub fn push_unique(&mut self, key: Str, value: Value) {
+        self.entries.push((key, value));
+    }
+    pub fn remove(&mut self, key: &str) -> Option<Value> {
+        let pos = self.entries.iter().position(|(k, _)| k == key)?;
+        Some(self.entries.remove(pos).1)
+    }
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&Str, &Value)> {
+        self.entries.iter().map(|(k, v)| (k, v))
+    }
+    pub fn keys(&self) -> impl Iterator<Item = &Str> {
+        self.entries.iter().map(|(k, _)| k)
+    }
+    pub fn values(&self) -> impl Iterator<Item = &Value> {
+        self.entries.iter().map(|(_, v)| v)
+    }
+    pub fn into_entries(self) -> Vec<(Str, Value)> {
+        self.entries
+    }
+    pub fn entries_mut(&mut self) -> &mut Vec<(Str, Value)> {
+        &mut self.entries
+    }
+    /// A lookup helper that indexes large maps once.
+    pub fn lookup(&self) -> MapLookup<'_> {
+        if self.entries.len() >= INDEX_THRESHOLD {
+            let idx = self
+                .entries
+                .iter()
+                .enumerate()
+                .map(|(i, (k, _))| (k.as_str(), i))
+                .collect();
+            MapLookup {
+                map: self,
+                index: Some(idx),
+            }
+        } else {
+            MapLookup {
+                map: self,
+                index: None,
+            }
+        }
+    }
+    /// Entries sorted by key (Go's JSON encoder order).
+    pub fn sorted_entries(&self) -> Vec<(&Str, &Value)> {
+        let mut v: Vec<_> = self.iter().collect();
+        v.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        v
+    }
+}
+
+impl FromIterator<(Str, Value)> for Map {
+    fn from_iter<T: IntoIterator<Item = (Str, Value)>>(iter: T) -> Self {
+        let mut m = Map::new();
+        for (k, v) in iter {
+            m.insert(k, v);
+        }
+        m
+    }
+}
+
+/// Key lookup over a map, hashed when the map is large.
+pub struct MapLookup<'a> {
+    map: &'a Map,
+    index: Option<HashMap<&'a str, usize>>,
+}
+
+impl<'a> MapLookup<'a> {
+    pub fn get(&self, key: &str) -> Option<&'a Value> {
+        match &self.index {
+            Some(idx) => idx.get(key).map(|&i| &self.map.entries[i].1),
+            None => self.map.get(key),
+        }
+    }
+    pub fn contains(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+}
+
+/// Builds a map from `(key, value)` pairs; handy in tests.
+#[macro_export]
+macro_rules! vmap {
+    ($($k:expr => $v:expr),* $(,)?) => {{
+        let mut m = $crate::value::Map::new();
+        $( m.insert($k, $crate::value::Value::from($v)); )*
+        $crate::value::Value::Map(m)
+    }};
+}

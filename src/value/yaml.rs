@@ -1,0 +1,721 @@
+//! YAML in, the way Kubernetes reads it (`sigs.k8s.io/yaml`: YAML 1.1 scalars via go-yaml v2,
+//! then JSON): `yes`/`on` are booleans, `012` is octal, integral floats become integers, non-string
+//! keys become strings. Every node keeps its line so errors and reports can point into the file.
+//! Hostile input is bounded: nesting depth, alias expansion and document size.
+
+use super::gofmt::{FloatStyle, format_float_json};
+use super::{Map, Str, Value};
+use std::collections::HashMap;
+use yaml_rust2::parser::{Event, Parser, Tag};
+use yaml_rust2::scanner::{Marker, TScalarStyle};
+
+/// Limits and policies for [`parse_documents`].
+#[derive(Clone, Debug)]
+pub struct YamlOptions {
+    /// Reject a mapping that repeats a key (otherwise the last value wins, as in go-yaml).
+    pub reject_duplicate_keys: bool,
+    /// Maximum nesting of collections.
+    pub max_depth: usize,
+    /// Maximum number of nodes materialised through aliases, per document.
+    pub max_alias_nodes: usize,
+}
+
+impl Default for YamlOptions {
+    fn default() -> Self {
+        YamlOptions {
+            reject_duplicate_keys: true,
+            max_depth: 128,
+            max_alias_nodes: 100_000,
+        }
+    }
+}
+
+/// Where each node of a document starts (1-based lines), parallel to the [`Value`] tree.
+#[derive(Clone, Debug)]
+pub enum Lines {
+    Scalar(u32),
+    List(u32, Vec<Lines>),
+    /// The collection's line, then per entry (in map order) the key's line and the value's lines.
+    Map(u32, Vec<(u32, Lines)>),
+}
+
+impl Lines {
+    pub fn line(&self) -> u32 {
+        match self {
+            Lines::Scalar(l) | Lines::List(l, _) | Lines::Map(l, _) => *l,
+        }
+    }
+    fn count(&self) -> usize {
+        match self {
+            Lines::Scalar(_) => 1,
+            Lines::List(_, v) => 1 + v.iter().map(Lines::count).sum::<usize>(),
+            Lines::Map(_, v) => 1 + v.iter().map(|(_, l)| l.count()).sum::<usize>(),
+        }
+    }
+}
+
+/// One YAML document.
+#[derive(Clone, Debug)]
+pub struct YamlDoc {
+    pub value: Value,
+    pub lines: Lines,
+    /// Line of the document's first node.
+    pub line: u32,
+}
+
+/// A YAML problem with its position.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message} (document {doc}, line {line}, column {column})")]
+pub struct YamlError {
+    pub message: String,
+    /// 1-based document index in the stream.
+    pub doc: usize,
+    pub line: usize,
+    pub column: usize,
+}
+
+enum Frame {
+    List {
+        line: u32,
+        anchor: usize,
+        items: Vec<Value>,
+        lines: Vec<Lines>,
+    },
+    Map {
+        line: u32,
+        anchor: usize,
+        map: Map,
+        lines: Vec<(u32, Lines)>,
+        pending_key: Option<(Str, u32)>,
+        /// Keys set explicitly (merge keys `<<` never override them).
+        explicit: Vec<Str>,
+        merges: Vec<(Value, Lines)>,
+    },
+}
+
+struct Builder<'o> {
+    opts: &'o YamlOptions,
+    stack: Vec<Frame>,
+    anchors: HashMap<usize, (Value, Lines)>,
+    alias_nodes: usize,
+    doc: usize,
+}
+
+fn err(msg: impl Into<String>, doc: usize, m: &Marker) -> YamlError {
+    YamlError {
+        message: msg.into(),
+        doc,
+        line: m.line(),
+        column: m.col() + 1,
+    }
+}
+
+/// Parses a multi-document YAML stream. Empty documents are returned as `Null` values.
+pub fn parse_documents(src: &str, opts: &YamlOptions) -> Result<Vec<YamlDoc>, YamlError> {
+    let mut parser = Parser::new_from_str(src);
+    let mut docs = Vec::new();
+    let mut b = Builder {
+        opts,
+        stack: Vec::new(),
+        anchors: HashMap::new(),
+        alias_nodes: 0,
+        doc: 0,
+    };
+    let mut root: Option<(Value, Lines)> = None;
+    loop {
+        let (ev, mark) = parser.next_token().map_err(|e| YamlError {
+            message: e.info().to_string(),
+            doc: b.doc.max(1),
+            line: e.marker().line(),
+            column: e.marker().col() + 1,
+        })?;
+        match ev {
+            Event::StreamStart | Event::Nothing => {}
+            Event::StreamEnd => break,
+            Event::DocumentStart => {
+                b.doc += 1;
+                b.anchors.clear();
+                b.alias_nodes = 0;
+                root = None;
+            }
+            Event::DocumentEnd => {
+                let (value, lines) = root.take().unwrap_or((Value::Null, Lines::Scalar(0)));
+                let line = lines.line();
+                docs.push(YamlDoc { value, lines, line });
+            }
+            Event::Scalar(text, style, anchor, tag) => {
+                let line = mark.line() as u32;
+                let v = b.scalar(&text, style, tag.as_ref(), &mark)?;
+                let node = (v, Lines::Scalar(line));
+                if anchor > 0 {
+                    b.anchors.insert(anchor, node.clone());
+                }
+                if let Some(done) = b.push_node(node, &mark, Some((&text, style)))? {
+                    root = Some(done);
+                }
+            }
+            Event::Alias(id) => {
+                let Some(node) = b.anchors.get(&id).cloned() else {
+                    return Err(err("unknown anchor", b.doc, &mark));
+                };
+                b.alias_nodes += node.1.count();
+                if b.alias_nodes > b.opts.max_alias_nodes {
+                    return Err(err(
+                        format!(
+                            "document expands aliases to more than {} nodes (alias bomb?)",
+                            b.opts.max_alias_nodes
+                        ),
+                        b.doc,
+                        &mark,
+                    ));
+                }
+                let key_text = match &node.0 {
+                    Value::String(s) => Some(s.to_string()),
+                    _ => None,
+                };
+                let key = key_text.as_deref().map(|t| (t, TScalarStyle::DoubleQuoted));
+                if let Some(done) = b.push_node(node, &mark, key)? {
+                    root = Some(done);
+                }
+            }
+            Event::SequenceStart(anchor, _tag) => {
+                b.open(&mark)?;
+                b.stack.push(Frame::List {
+                    line: mark.line() as u32,
+                    anchor,
+                    items: Vec::new(),
+                    lines: Vec::new(),
+                });
+            }
+            Event::MappingStart(anchor, _tag) => {
+                b.open(&mark)?;
+                b.stack.push(Frame::Map {
+                    line: mark.line() as u32,
+                    anchor,
+                    map: Map::new(),
+                    lines: Vec::new(),
+                    pending_key: None,
+                    explicit: Vec::new(),
+                    merges: Vec::new(),
+                });
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                let frame = b
+                    .stack
+                    .pop()
+                    .ok_or_else(|| err("unbalanced collection", b.doc, &mark))?;
+                let (anchor, node) = b.close(frame, &mark)?;
+                if anchor > 0 {
+                    b.anchors.insert(anchor, node.clone());
+                }
+                if let Some(done) = b.push_node(node, &mark, None)? {
+                    root = Some(done);
+                }
+            }
+        }
+    }
+    Ok(docs)
+}
+
+impl Builder<'_> {
+    fn open(&mut self, mark: &Marker) -> Result<(), YamlError> {
+        if self.stack.len() >= self.opts.max_depth {
+            return Err(err(
+                format!("nesting deeper than {} levels", self.opts.max_depth),
+                self.doc,
+                mark,
+            ));
+        }
+        // A collection used as a mapping key is not representable in JSON.
+        if let Some(Frame::Map {
+            pending_key: None, ..
+        }) = self.stack.last()
+        {
+            return Err(err("a mapping key must be a scalar", self.doc, mark));
+        }
+        Ok(())
+    }
+
+    fn close(&mut self, frame: Frame, mark: &Marker) -> Result<(usize, (Value, Lines)), YamlError> {
+        Ok(match frame {
+            Frame::List {
+                line,
+                anchor,
+                items,
+                lines,
+            } => (anchor, (Value::List(items), Lines::List(line, lines))),
+            Frame::Map {
+                line,
+                anchor,
+                mut map,
+                mut lines,
+                pending_key,
+                explicit,
+                merges,
+            } => {
+                if pending_key.is_some() {
+                    return Err(err("mapping key without a value", self.doc, mark));
+                }
+                for (mv, ml) in merges {
+                    merge_into(&mut map, &mut lines, &explicit, mv, ml, self.doc, mark)?;
+                }
+                (anchor, (Value::Map(map), Lines::Map(line, lines)))
+            }
+        })
+    }
+
+    /// Adds a finished node to the enclosing collection; returns it if it is the document root.
+    /// `key_src` is the scalar's text and style, used when the node is a mapping key.
+    fn push_node(
+        &mut self,
+        node: (Value, Lines),
+        mark: &Marker,
+        key_src: Option<(&str, TScalarStyle)>,
+    ) -> Result<Option<(Value, Lines)>, YamlError> {
+        let doc = self.doc;
+        let reject_dups = self.opts.reject_duplicate_keys;
+        match self.stack.last_mut() {
+            None => Ok(Some(node)),
+            Some(Frame::List { items, lines, .. }) => {
+                items.push(node.0);
+                lines.push(node.1);
+                Ok(None)
+            }
+            Some(Frame::Map {
+                map,
+                lines,
+                pending_key,
+                explicit,
+                merges,
+                ..
+            }) => {
+                match pending_key.take() {
+                    None => {
+                        let is_merge = matches!(key_src, Some(("<<", TScalarStyle::Plain)));
+                        let key = if is_merge {
+                            Str::from("<<")
+                        } else {
+                            key_string(&node.0).map_err(|m| err(m, doc, mark))?
+                        };
+                        // A merge key's value goes to `merges` (marked with a NUL-prefixed key).
+                        let key = if is_merge { Str::from("\u{0}<<") } else { key };
+                        *pending_key = Some((key, node.1.line()));
+                    }
+                    Some((key, key_line)) => {
+                        if key == "\u{0}<<" {
+                            merges.push(node);
+                            return Ok(None);
+                        }
+                        let existing = map.keys().position(|k| *k == key);
+                        if let Some(pos) = existing {
+                            if reject_dups {
+                                return Err(YamlError {
+                                    message: format!("duplicate key {:?}", key.as_str()),
+                                    doc,
+                                    line: key_line as usize,
+                                    column: 1,
+                                });
+                            }
+                            map.entries_mut()[pos].1 = node.0;
+                            lines[pos] = (key_line, node.1);
+                        } else {
+                            explicit.push(key.clone());
+                            map.push_unique(key, node.0);
+                            lines.push((key_line, node.1));
+                        }
+                    }
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    fn scalar(
+        &self,
+        text: &str,
+        style: TScalarStyle,
+        tag: Option<&Tag>,
+        mark: &Marker,
+    ) -> Result<Value, YamlError> {
+        let e = |m: String| err(m, self.doc, mark);
+        if let Some(tag) = tag {
+            let name = if tag.handle == "!!" || tag.handle == "tag:yaml.org,2002:" {
+                tag.suffix.as_str()
+            } else {
+                // Application tags are ignored, like go-yaml does for unknown tags on scalars.
+                return Ok(Value::String(Str::from(text)));
+            };
+            return match name {
+                "str" | "binary" | "timestamp" => Ok(Value::String(Str::from(text))),
+                "null" => Ok(Value::Null),
+                "bool" => match resolve_plain(text) {
+                    Some(Value::Bool(b)) => Ok(Value::Bool(b)),
+                    _ => Err(e(format!("cannot decode {text:?} as a !!bool"))),
+                },
+                "int" => match resolve_plain(text) {
+                    Some(v @ (Value::Int(_) | Value::Float(_))) if !text.contains('.') => Ok(v),
+                    _ => Err(e(format!("cannot decode {text:?} as a !!int"))),
+                },
+                "float" => match resolve_plain(text) {
+                    Some(Value::Int(i)) => Ok(json_number(i as f64)),
+                    Some(v @ Value::Float(_)) => Ok(v),
+                    _ => Err(e(format!("cannot decode {text:?} as a !!float"))),
+                },
+                _ => Ok(Value::String(Str::from(text))),
+            }
+            .and_then(|v| finite(v).map_err(e));
+        }
+        if style != TScalarStyle::Plain {
+            return Ok(Value::String(Str::from(text)));
+        }
+        match resolve_plain(text) {
+            Some(v) => finite(v).map_err(e),
+            None => Ok(Value::String(Str::from(text))),
+        }
+    }
+}
+
+fn finite(v: Value) -> Result<Value, String> {
+    match v {
+        Value::Float(f) if !f.is_finite() => Err(format!(
+            "{} is not representable in JSON",
+            if f.is_nan() { "NaN" } else { "infinity" }
+        )),
+        v => Ok(v),
+    }
+}
+
+/// Converts a resolved mapping key to the string sigs.k8s.io/yaml uses.
+fn key_string(v: &Value) -> Result<Str, String> {
+    Ok(match v {
+        Value::String(s) => s.clone(),
+        Value::Int(i) => Str::from(i.to_string()),
+        Value::Bool(b) => Str::from(if *b { "true" } else { "false" }),
+        Value::Float(f) => Str::from(go_float32_g(*f)),
+        Value::Null => return Err("a mapping key must not be null".into()),
+        _ => return Err("a mapping key must be a scalar".into()),
+    })
+}
+
+/// `strconv.FormatFloat(f, 'g', -1, 32)` for the common cases (keys like `1.5`).
+fn go_float32_g(f: f64) -> String {
+    let f32v = f as f32;
+    let s = format!("{}", f32v);
+    if s.contains('e') || s.len() > 21 {
+        format!("{:e}", f32v)
+    } else {
+        s
+    }
+}
+
+fn merge_into(
+    map: &mut Map,
+    lines: &mut Vec<(u32, Lines)>,
+    explicit: &[Str],
+    mv: Value,
+    ml: Lines,
+    doc: usize,
+    mark: &Marker,
+) -> Result<(), YamlError> {
+    let mut add = |m: Map, l: Lines| {
+        let ls = match l {
+            Lines::Map(_, ls) => ls,
+            _ => Vec::new(),
+        };
+        for (i, (k, v)) in m.into_entries().into_iter().enumerate() {
+            if explicit.contains(&k) || map.contains_key(&k) {
+                continue;
+            }
+            let kl = ls.get(i).cloned().unwrap_or((0, Lines::Scalar(0)));
+            map.push_unique(k, v);
+            lines.push(kl);
+        }
+    };
+    match (mv, ml) {
+        (Value::Map(m), l) => add(m, l),
+        (Value::List(items), Lines::List(_, ls)) => {
+            for (item, l) in items.into_iter().zip(ls) {
+                match item {
+                    Value::Map(m) => add(m, l),
+                    _ => return Err(err("merge key << needs mappings", doc, mark)),
+                }
+            }
+        }
+        _ => {
+            return Err(err(
+                "merge key << needs a mapping or a list of mappings",
+                doc,
+                mark,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A float as it comes back from Go's JSON round trip: integral values in `i64` range are ints.
+fn json_number(f: f64) -> Value {
+    if f.is_finite() {
+        let s = format_float_json(f, FloatStyle::GoJson);
+        if let Ok(i) = s.parse::<i64>() {
+            return Value::Int(i);
+        }
+    }
+    Value::Float(f)
+}
+
+/// go-yaml v2's resolution of a plain scalar (`None`: it stays a string).
+fn resolve_plain(s: &str) -> Option<Value> {
+    match s {
+        "y" | "Y" | "yes" | "Yes" | "YES" | "true" | "True" | "TRUE" | "on" | "On" | "ON" => {
+            return Some(Value::Bool(true));
+        }
+        "n" | "N" | "no" | "No" | "NO" | "false" | "False" | "FALSE" | "off" | "Off" | "OFF" => {
+            return Some(Value::Bool(false));
+        }
+        "" | "~" | "null" | "Null" | "NULL" => return Some(Value::Null),
+        ".nan" | ".NaN" | ".NAN" => return Some(Value::Float(f64::NAN)),
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => {
+            return Some(Value::Float(f64::INFINITY));
+        }
+        "-.inf" | "-.Inf" | "-.INF" => return Some(Value::Float(f64::NEG_INFINITY)),
+        _ => {}
+    }
+    let first = s.as_bytes()[0];
+    match first {
+        b'.' => go_parse_float(s).map(json_number),
+        b'0'..=b'9' | b'+' | b'-' => {
+            let plain: String = s.chars().filter(|c| *c != '_').collect();
+            if let Some(i) = go_parse_int(&plain) {
+                return Some(match i {
+                    IntVal::I(i) => Value::Int(i),
+                    IntVal::U(u) => Value::Float(u as f64),
+                });
+            }
+            if yaml_style_float(&plain) {
+                if let Some(f) = go_parse_float(&plain) {
+                    return Some(json_number(f));
+                }
+            }
+            if let Some(rest) = plain.strip_prefix("-0b") {
+                if let Some(IntVal::I(i)) = parse_radix(rest, 2, true) {
+                    return Some(Value::Int(i));
+                }
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
+enum IntVal {
+    I(i64),
+    U(u64),
+}
+
+fn parse_radix(digits: &str, radix: u32, neg: bool) -> Option<IntVal> {
+    if digits.is_empty() {
+        return None;
+    }
+    let u = u64::from_str_radix(digits, radix).ok()?;
+    if neg {
+        if u <= i64::MAX as u64 + 1 {
+            return Some(IntVal::I((u as i128).wrapping_neg() as i64));
+        }
+        return None;
+    }
+    Some(match i64::try_from(u) {
+        Ok(i) => IntVal::I(i),
+        Err(_) => IntVal::U(u),
+    })
+}
+
+/// Go's `strconv.ParseInt(s, 0, 64)` falling back to `ParseUint(s, 0, 64)`.
+fn go_parse_int(s: &str) -> Option<IntVal> {
+    let (neg, body) = match s.as_bytes().first()? {
+        b'+' => (false, &s[1..]),
+        b'-' => (true, &s[1..]),
+        _ => (false, s),
+    };
+    if body.is_empty() || body.starts_with(['+', '-']) {
+        return None;
+    }
+    let lower = body.to_ascii_lowercase();
+    let (radix, digits) = if let Some(r) = lower.strip_prefix("0x") {
+        (16, r)
+    } else if let Some(r) = lower.strip_prefix("0o") {
+        (8, r)
+    } else if let Some(r) = lower.strip_prefix("0b") {
+        (2, r)
+    } else if lower.len() > 1 && lower.starts_with('0') {
+        (8, &lower[1..])
+    } else {
+        (10, lower.as_str())
+    };
+    if !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    match parse_radix(digits, radix, neg)? {
+        IntVal::U(u) if !neg => Some(IntVal::U(u)),
+        IntVal::U(_) => None,
+        v => Some(v),
+    }
+}
+
+/// `^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`
+fn yaml_style_float(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut i = 0;
+    if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
+        i += 1;
+    }
+    let digits = |i: &mut usize| {
+        let st = *i;
+        while *i < b.len() && b[*i].is_ascii_digit() {
+            *i += 1;
+        }
+        *i - st
+    };
+    if i < b.len() && b[i] == b'.' {
+        i += 1;
+        if digits(&mut i) == 0 {
+            return false;
+        }
+    } else {
+        if digits(&mut i) == 0 {
+            return false;
+        }
+        if i < b.len() && b[i] == b'.' {
+            i += 1;
+            digits(&mut i);
+        }
+    }
+    if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
+        i += 1;
+        if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
+            i += 1;
+        }
+        if digits(&mut i) == 0 {
+            return false;
+        }
+    }
+    i == b.len()
+}
+
+/// Go's `strconv.ParseFloat(s, 64)` for decimal input (hex floats and `inf`/`nan` words included).
+fn go_parse_float(s: &str) -> Option<f64> {
+    let t = s.trim_start_matches(['+', '-']);
+    let lower = t.to_ascii_lowercase();
+    if matches!(lower.as_str(), "inf" | "infinity" | "nan") {
+        return s.parse::<f64>().ok();
+    }
+    if lower.starts_with("0x") || s.contains('_') {
+        return None;
+    }
+    if !s
+        .bytes()
+        .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E' | b'+' | b'-'))
+    {
+        return None;
+    }
+    s.parse::<f64>().ok().filter(|f| f.is_finite())
+}
+
+/// Parses a single-document YAML (or JSON) text into a value, with default options.
+pub fn parse_one(src: &str) -> Result<Value, YamlError> {
+    let opts = YamlOptions {
+        reject_duplicate_keys: false,
+        ..YamlOptions::default()
+    };
+    let mut docs = parse_documents(src, &opts)?;
+    match docs.len() {
+        0 => Ok(Value::Null),
+        1 => Ok(docs.remove(0).value),
+        n => Err(YamlError {
+            message: format!("expected one YAML document, found {n}"),
+            doc: 2,
+            line: docs[1].line as usize,
+            column: 1,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::json::{Style, to_string};
+
+    fn one(src: &str) -> Value {
+        parse_one(src).unwrap()
+    }
+
+    #[test]
+    fn yaml_1_1_scalars_like_kubernetes() {
+        let v = one(
+            "a: yes\nb: off\nc: 012\nd: 0x1F\ne: 1.0\nf: 1.5\ng: ~\nh: '012'\ni: 1_000\nj: 2024-01-01\nk: 1e3\n",
+        );
+        assert_eq!(
+            to_string(&v, Style::PLAIN),
+            r#"{"a":true,"b":false,"c":10,"d":31,"e":1,"f":1.5,"g":null,"h":"012","i":1000,"j":"2024-01-01","k":1000}"#
+        );
+    }
+
+    #[test]
+    fn keys_become_strings() {
+        let v = one("1: a\ntrue: b\n");
+        assert_eq!(to_string(&v, Style::PLAIN), r#"{"1":"a","true":"b"}"#);
+    }
+
+    #[test]
+    fn multi_documents_and_lines() {
+        let opts = YamlOptions::default();
+        let docs = parse_documents("a: 1\n---\n# c\nb:\n  - x\n  - y\n", &opts).unwrap();
+        assert_eq!(docs.len(), 2);
+        assert_eq!(docs[1].line, 4);
+        match &docs[1].lines {
+            Lines::Map(_, entries) => match &entries[0].1 {
+                Lines::List(_, items) => assert_eq!(items[1].line(), 6),
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn duplicate_keys_are_located() {
+        let e = parse_documents("a: 1\nb: 2\na: 3\n", &YamlOptions::default()).unwrap_err();
+        assert_eq!(e.line, 3);
+        assert!(e.message.contains("duplicate key"));
+    }
+
+    #[test]
+    fn merge_keys_and_aliases() {
+        let v = one("base: &b {p: 1, q: 2}\nd:\n  <<: *b\n  q: 3\n");
+        assert_eq!(
+            to_string(v.get_path(&["d"]).unwrap(), Style::GO),
+            r#"{"p":1,"q":3}"#
+        );
+    }
+
+    #[test]
+    fn alias_bombs_fail_fast() {
+        let mut s = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..9 {
+            let p = i - 1;
+            s.push_str(&format!(
+                "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+            ));
+        }
+        let e = parse_documents(&s, &YamlOptions::default()).unwrap_err();
+        assert!(e.message.contains("alias"), "{e}");
+    }
+
+    #[test]
+    fn deep_nesting_fails_fast() {
+        let s = "[".repeat(500) + &"]".repeat(500);
+        let e = parse_documents(&s, &YamlOptions::default()).unwrap_err();
+        assert!(
+            e.message.contains("nesting") || e.message.contains("recursion"),
+            "{e}"
+        );
+    }
+}
