@@ -12,9 +12,26 @@ pub struct ReplayArgs {
     /// Evaluate each case's "expect" block; print a summary to stderr and exit 1 on failure.
     #[arg(long)]
     pub check: bool,
+    /// Instead of running cases, print this many random cases (for differential testing).
+    #[arg(long, value_name = "N")]
+    pub generate: Option<usize>,
+    /// Seed for --generate.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
 pub fn run(args: ReplayArgs) -> ExitCode {
+    if let Some(n) = args.generate {
+        let stdout = std::io::stdout();
+        let mut out = BufWriter::new(stdout.lock());
+        for line in crate::replay::generate::generate(args.seed, n) {
+            if writeln!(out, "{line}").is_err() {
+                return ExitCode::from(2);
+            }
+        }
+        let _ = out.flush();
+        return ExitCode::SUCCESS;
+    }
     let mut inputs: Vec<(String, Box<dyn Read>)> = Vec::new();
     if args.files.is_empty() {
         inputs.push(("<stdin>".into(), Box::new(std::io::stdin())));

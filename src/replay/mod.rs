@@ -4,6 +4,7 @@
 //! prediction offline the same way.
 
 mod check;
+pub mod generate;
 
 mod input;
 mod output;
@@ -96,6 +97,50 @@ impl Replayer {
         }
     }
 
+    /// Starts a session: loads the case's schema, live object and managed fields.
+    pub fn session(&mut self, c: &CaseInput) -> Result<Session, String> {
+        let loaded = match c.schema.as_ref().filter(|s| !s.is_null()) {
+            None => return Err("case has no \"schema\"".into()),
+            Some(raw) => self.resolve_schema(raw)?,
+        };
+        let mut live = None;
+        if let Some(l) = c.live.as_ref().filter(|v| !v.is_null()) {
+            if l.as_map().is_none() {
+                return Err(format!(
+                    "live: expected a JSON object, got {}",
+                    l.type_name()
+                ));
+            }
+            live = Some(l.clone());
+        }
+        let entries = match (&c.managers, &live) {
+            (Some(m), _) if !m.is_null() => entries_from_value(m)?,
+            (_, Some(l)) => match l.get_path(&["metadata", "managedFields"]) {
+                Some(mf) if !mf.is_null() => entries_from_value(mf)?,
+                _ => vec![],
+            },
+            _ => vec![],
+        };
+        if let Some(l) = &mut live {
+            remove_managed_fields(l);
+        }
+        let mut ignored = BTreeMap::new();
+        for (v, raw) in &c.ignored_fields {
+            let s =
+                Set::from_fields_v1_value(raw).map_err(|e| format!("ignoredFields[{v}]: {e}"))?;
+            ignored.insert(v.clone(), s);
+        }
+        Ok(Session {
+            loaded,
+            type_name: c.type_name.clone(),
+            known_versions: c.known_versions.clone(),
+            ignored,
+            now: c.now.clone(),
+            state: State { live, entries },
+            steps_run: 0,
+        })
+    }
+
     /// Runs a parsed case.
     pub fn run_case(&mut self, c: &CaseInput) -> CaseResult {
         let mut res = CaseResult {
@@ -108,64 +153,13 @@ impl Replayer {
                 res.result.check = Some(check::check(x, &res.result));
             }
         };
-        let loaded = match c.schema.as_ref().filter(|s| !s.is_null()) {
-            None => {
-                fail(&mut res, "case has no \"schema\"".into());
-                return res;
-            }
-            Some(raw) => match self.resolve_schema(raw) {
-                Ok(l) => l,
-                Err(e) => {
-                    fail(&mut res, e);
-                    return res;
-                }
-            },
-        };
-        let mut st = State {
-            live: None,
-            entries: vec![],
-        };
-        if let Some(live) = c.live.as_ref().filter(|v| !v.is_null()) {
-            if live.as_map().is_none() {
-                fail(
-                    &mut res,
-                    format!("live: expected a JSON object, got {}", live.type_name()),
-                );
-                return res;
-            }
-            st.live = Some(live.clone());
-        }
-        let entries = match (&c.managers, &st.live) {
-            (Some(m), _) if !m.is_null() => entries_from_value(m),
-            (_, Some(live)) => match live.get_path(&["metadata", "managedFields"]) {
-                Some(mf) if !mf.is_null() => entries_from_value(mf),
-                _ => Ok(vec![]),
-            },
-            _ => Ok(vec![]),
-        };
-        match entries {
-            Ok(e) => st.entries = e,
+        let mut session = match self.session(c) {
+            Ok(s) => s,
             Err(e) => {
                 fail(&mut res, e);
                 return res;
             }
-        }
-        if let Some(live) = &mut st.live {
-            remove_managed_fields(live);
-        }
-        let mut ignored = BTreeMap::new();
-        for (v, raw) in &c.ignored_fields {
-            match Set::from_fields_v1_value(raw) {
-                Ok(s) => {
-                    ignored.insert(v.clone(), s);
-                }
-                Err(e) => {
-                    fail(&mut res, format!("ignoredFields[{v}]: {e}"));
-                    return res;
-                }
-            }
-        }
-
+        };
         let single = c.steps.is_empty();
         let steps: Vec<StepInput> = if single {
             let op = c.op.to_ascii_lowercase();
@@ -203,23 +197,14 @@ impl Replayer {
         };
 
         let mut results = Vec::with_capacity(steps.len());
-        for (i, step) in steps.iter().enumerate() {
-            let mut now = SYNTHETIC_BASE + i as i64 + 1;
-            let now_str = if step.now.is_empty() {
-                &c.now
-            } else {
-                &step.now
-            };
-            if !now_str.is_empty() {
-                match parse_time(now_str) {
-                    Ok(t) => now = t,
-                    Err(e) => {
-                        fail(&mut res, e);
-                        return res;
-                    }
+        for step in &steps {
+            let mut r = match session.step(step) {
+                Ok(r) => r,
+                Err(e) => {
+                    fail(&mut res, e);
+                    return res;
                 }
-            }
-            let mut r = run_step(&loaded, c, &ignored, &mut st, step, now);
+            };
             if let Some(x) = &step.expect {
                 r.check = Some(check::check(x, &r));
             }
@@ -249,6 +234,44 @@ impl Replayer {
             res.steps = results;
         }
         res
+    }
+}
+
+/// A case in progress: the object and its managed fields after the steps run so far.
+pub struct Session {
+    loaded: Arc<Loaded>,
+    type_name: String,
+    known_versions: Vec<String>,
+    ignored: BTreeMap<String, Set>,
+    now: String,
+    state: State,
+    steps_run: usize,
+}
+
+impl Session {
+    /// Runs the next step. `Err` only for a malformed `now`.
+    pub fn step(&mut self, step: &StepInput) -> Result<StepResult, String> {
+        self.steps_run += 1;
+        let mut now = SYNTHETIC_BASE + self.steps_run as i64;
+        let now_str = if step.now.is_empty() {
+            &self.now
+        } else {
+            &step.now
+        };
+        if !now_str.is_empty() {
+            now = parse_time(now_str)?;
+        }
+        Ok(run_step(self, step, now))
+    }
+
+    /// The current object (without managed fields), if it exists.
+    pub fn live(&self) -> Option<&Value> {
+        self.state.live.as_ref()
+    }
+
+    /// The current managed fields.
+    pub fn entries(&self) -> &[ManagedFieldsEntry] {
+        &self.state.entries
     }
 }
 
@@ -372,14 +395,10 @@ fn conflict_message(cs: &[ConflictOut]) -> String {
     crate::managedfields::conflict_message(&conflicts)
 }
 
-fn run_step(
-    loaded: &Loaded,
-    c: &CaseInput,
-    ignored: &BTreeMap<String, Set>,
-    st: &mut State,
-    step: &StepInput,
-    now: i64,
-) -> StepResult {
+fn run_step(sess: &mut Session, step: &StepInput, now: i64) -> StepResult {
+    let loaded = &*sess.loaded;
+    let ignored = &sess.ignored;
+    let st = &mut sess.state;
     let op = step.op.to_ascii_lowercase();
     let mut r = StepResult {
         op: op.clone(),
@@ -441,17 +460,17 @@ fn run_step(
     if kind.is_empty() {
         kind = body.str_at(&["kind"]).unwrap_or("").to_string();
     }
-    let type_name = match type_name_for(loaded, &c.type_name, &api_version, &kind) {
+    let type_name = match type_name_for(loaded, &sess.type_name, &api_version, &kind) {
         Ok(t) => t,
         Err(e) => {
             fail(&mut r, st, e);
             return r;
         }
     };
-    let known: Option<HashSet<String>> = if c.known_versions.is_empty() {
+    let known: Option<HashSet<String>> = if sess.known_versions.is_empty() {
         None
     } else {
-        let mut k: HashSet<String> = c.known_versions.iter().cloned().collect();
+        let mut k: HashSet<String> = sess.known_versions.iter().cloned().collect();
         k.insert(api_version.clone());
         Some(k)
     };

@@ -306,3 +306,99 @@ types:
         assert!(parse("types:\n- name: a\n  mapp: {}\n").is_err());
     }
 }
+
+/// The smd form of a schema (`{"types": [...]}`), as JSON-compatible value. With `only`, just
+/// those types and everything they reference.
+pub fn to_value(schema: &Schema, only: Option<&[&str]>) -> Value {
+    let types: Vec<&TypeDef> = match only {
+        None => schema.types().iter().collect(),
+        Some(roots) => {
+            let names: Vec<Str> = schema.closure(roots).into_iter().map(|t| t.name).collect();
+            schema
+                .types()
+                .iter()
+                .filter(|t| names.contains(&t.name))
+                .collect()
+        }
+    };
+    let mut root = Map::new();
+    root.insert(
+        "types",
+        Value::List(
+            types
+                .iter()
+                .map(|t| {
+                    let mut m = atom_value(&t.atom);
+                    m.entries_mut()
+                        .insert(0, (Str::from("name"), Value::from(t.name.as_str())));
+                    Value::Map(m)
+                })
+                .collect(),
+        ),
+    );
+    Value::Map(root)
+}
+
+fn atom_value(a: &Atom) -> Map {
+    let mut m = Map::new();
+    if let Some(s) = a.scalar {
+        m.insert("scalar", Value::from(s.as_str()));
+    }
+    if let Some(l) = &a.list {
+        let mut lm = Map::new();
+        lm.insert("elementType", Value::Map(ref_value(&l.element_type)));
+        lm.insert(
+            "elementRelationship",
+            Value::from(l.element_relationship.as_str()),
+        );
+        if !l.keys.is_empty() {
+            lm.insert(
+                "keys",
+                Value::List(l.keys.iter().map(|k| Value::from(k.as_str())).collect()),
+            );
+        }
+        m.insert("list", Value::Map(lm));
+    }
+    if let Some(mt) = &a.map {
+        let mut mm = Map::new();
+        if !mt.fields.is_empty() {
+            let fields = mt
+                .fields
+                .iter()
+                .map(|f| {
+                    let mut fm = Map::new();
+                    fm.insert("name", Value::from(f.name.as_str()));
+                    fm.insert("type", Value::Map(ref_value(&f.ty)));
+                    if let Some(d) = &f.default {
+                        fm.insert("default", d.clone());
+                    }
+                    Value::Map(fm)
+                })
+                .collect();
+            mm.insert("fields", Value::List(fields));
+        }
+        if !mt.element_type.is_empty() {
+            mm.insert("elementType", Value::Map(ref_value(&mt.element_type)));
+        }
+        if mt.element_relationship != ElementRelationship::Separable {
+            mm.insert(
+                "elementRelationship",
+                Value::from(mt.element_relationship.as_str()),
+            );
+        }
+        m.insert("map", Value::Map(mm));
+    }
+    m
+}
+
+fn ref_value(tr: &TypeRef) -> Map {
+    let mut m = atom_value(&tr.inlined);
+    if let Some(n) = &tr.named {
+        m.entries_mut()
+            .insert(0, (Str::from("namedType"), Value::from(n.as_str())));
+    }
+    if let Some(er) = tr.element_relationship {
+        m.insert("elementRelationship", Value::from(er.as_str()));
+    }
+    m
+}
