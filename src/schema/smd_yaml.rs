@@ -260,53 +260,6 @@ fn diff_ref(a: &TypeRef, b: &TypeRef, at: &str, nd: bool, out: &mut Vec<String>)
     diff_atom(&a.inlined, &b.inlined, at, nd, out);
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_named_inline_and_overrides() {
-        let s = parse(
-            r#"
-types:
-- name: root
-  map:
-    fields:
-    - name: items
-      type:
-        list:
-          elementType: {namedType: item}
-          elementRelationship: associative
-          keys: [key]
-    - name: ref
-      type: {namedType: obj, elementRelationship: separable}
-- name: item
-  map:
-    fields:
-    - {name: key, type: {scalar: string}, default: x}
-- name: obj
-  map:
-    elementRelationship: atomic
-    elementType: {scalar: string}
-"#,
-        )
-        .unwrap();
-        let root = s.find_named("root").unwrap();
-        let m = root.atom.map.as_ref().unwrap();
-        let items = m.find_field("items").unwrap();
-        assert_eq!(items.ty.inlined.list.as_ref().unwrap().keys, vec!["key"]);
-        let r = s.resolve(&m.find_field("ref").unwrap().ty).unwrap();
-        assert_eq!(r.map_er(), ElementRelationship::Separable);
-        let item = s.find_named("item").unwrap().atom.map.as_ref().unwrap();
-        assert!(item.find_field("key").unwrap().default.is_some());
-    }
-
-    #[test]
-    fn rejects_unknown_keys() {
-        assert!(parse("types:\n- name: a\n  mapp: {}\n").is_err());
-    }
-}
-
 /// The smd form of a schema (`{"types": [...]}`), as JSON-compatible value. With `only`, just
 /// those types and everything they reference.
 pub fn to_value(schema: &Schema, only: Option<&[&str]>) -> Value {
@@ -401,4 +354,51 @@ fn ref_value(tr: &TypeRef) -> Map {
         m.insert("elementRelationship", Value::from(er.as_str()));
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_named_inline_and_overrides() {
+        let s = parse(
+            r#"
+types:
+- name: root
+  map:
+    fields:
+    - name: items
+      type:
+        list:
+          elementType: {namedType: item}
+          elementRelationship: associative
+          keys: [key]
+    - name: ref
+      type: {namedType: obj, elementRelationship: separable}
+- name: item
+  map:
+    fields:
+    - {name: key, type: {scalar: string}, default: x}
+- name: obj
+  map:
+    elementRelationship: atomic
+    elementType: {scalar: string}
+"#,
+        )
+        .unwrap();
+        let root = s.find_named("root").unwrap();
+        let m = root.atom.map.as_ref().unwrap();
+        let items = m.find_field("items").unwrap();
+        assert_eq!(items.ty.inlined.list.as_ref().unwrap().keys, vec!["key"]);
+        let r = s.resolve(&m.find_field("ref").unwrap().ty).unwrap();
+        assert_eq!(r.map_er(), ElementRelationship::Separable);
+        let item = s.find_named("item").unwrap().atom.map.as_ref().unwrap();
+        assert!(item.find_field("key").unwrap().default.is_some());
+    }
+
+    #[test]
+    fn rejects_unknown_keys() {
+        assert!(parse("types:\n- name: a\n  mapp: {}\n").is_err());
+    }
 }
