@@ -114,7 +114,7 @@ pub(crate) fn invalid_atom(tr: &TypeRef) -> String {
 }
 
 /// The type of a map entry: the declared field's, else the element type.
-pub(crate) fn field_type<'s>(m: &'s crate::schema::MapType, key: &str) -> &'s TypeRef {
+pub fn field_type<'s>(m: &'s crate::schema::MapType, key: &str) -> &'s TypeRef {
     match m.find_field(key) {
         Some(f) => &f.ty,
         None => &m.element_type,
@@ -161,7 +161,7 @@ fn describe(v: &Value) -> String {
 
 /// The path element of a list item (smd `listItemToPathElement`), filling missing key fields
 /// from the key field's schema default.
-pub(crate) fn list_item_pe(
+pub fn list_item_pe(
     schema: &Schema,
     list: &List,
     er: ElementRelationship,

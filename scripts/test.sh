@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The test suite: formatting, lints, unit and property tests, and the differential tests
+# against the reference oracle (all reference cases plus freshly generated random cases).
+#
+#   FIELDGUARD_DIFF_CASES   random cases per run (default 10000)
+#   FIELDGUARD_DIFF_SEED    seed (default: derived from the clock, printed)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+export SSA_ORACLE="$PWD/.oracle/bin/ssa-oracle-modern"
+export FIELDGUARD_REQUIRE_ORACLE=1
+export FIELDGUARD_SHARED=${FIELDGUARD_SHARED:-$PWD/../shared}
+cargo fmt --all -- --check
+cargo clippy --all-targets --release -- -D warnings
+cargo test --release -- --show-output 2>&1 | grep -v '^---- .* stdout ----$' | grep -v '^successes:$'

@@ -1,0 +1,240 @@
+//! Predictions with explanations: what a server-side apply will do and why. Given the live object
+//! (with its managedFields), the manifest, the field manager and a force policy, reports the
+//! conflicts (with owners and both values), the fields that become shared, those taken over
+//! under force, those removed, and those the applier dropped that stay because others own them.
+
+mod explain;
+mod lookup;
+
+pub use lookup::value_at;
+
+use crate::fieldpath::{Path, Set};
+use crate::managedfields::{
+    ApplyOutcome, FieldManager, Identity, ManagedFieldsEntry, ManagerError, Time, conflict_message,
+    conflict_status, entries_from_value, parse_identity, remove_managed_fields,
+};
+use crate::merge::Conflicts;
+use crate::schema::{Schema, TypeRef};
+use crate::value::Value;
+use std::collections::BTreeMap;
+
+/// Whose fields an apply may take over.
+pub enum ForcePolicy<'a> {
+    /// Never (the apply fails on any conflict).
+    None,
+    /// Always (`--force-conflicts`).
+    All,
+    /// Only from managers the predicate accepts; any other conflict fails the apply.
+    Selective(&'a dyn Fn(&Identity) -> bool),
+}
+
+/// One apply to predict.
+pub struct ApplyRequest<'a> {
+    pub schema: &'a Schema,
+    pub type_ref: &'a TypeRef,
+    /// The stored object including `metadata.managedFields`; `None` for a create.
+    pub live: Option<&'a Value>,
+    /// The manifest (must not contain managedFields).
+    pub config: &'a Value,
+    pub manager: &'a str,
+    pub force: ForcePolicy<'a>,
+    /// `""` for the main resource, or `status`, `scale`, ...
+    pub subresource: &'a str,
+    /// Fields the endpoint resets, per API version (e.g. `status` on the main resource).
+    pub reset_fields: &'a BTreeMap<String, Set>,
+    /// Time to stamp on entries the apply touches.
+    pub now: Time,
+}
+
+/// An owner of a field.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Owner {
+    pub manager: String,
+    pub operation: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub api_version: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub subresource: String,
+    /// Last change by this manager (RFC 3339), if recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+}
+
+/// A field another manager owns that the apply changes.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct FieldConflict {
+    /// Printed like kube-apiserver prints it.
+    pub path: String,
+    #[serde(skip)]
+    pub path_elements: Path,
+    pub owners: Vec<Owner>,
+    /// Live value (`None`: the field does not exist yet, the owner's claim is stale).
+    pub current: Option<Value>,
+    /// The manifest's value.
+    pub proposed: Option<Value>,
+    /// True if the force policy takes this field over.
+    pub forced: bool,
+}
+
+/// A field and the managers that own it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct OwnedField {
+    pub path: String,
+    #[serde(skip)]
+    pub path_elements: Path,
+    pub owners: Vec<Owner>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<Value>,
+}
+
+/// What the apply does.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// The object does not exist and will be created.
+    Created,
+    /// The object changes.
+    Configured,
+    /// Nothing changes in the object (ownership may still change).
+    Unchanged,
+    /// Rejected with 409: conflicts the force policy does not cover.
+    Conflict,
+    /// Rejected for another reason (invalid manifest, ...).
+    Invalid,
+}
+
+/// The prediction for one object.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Prediction {
+    pub verdict: Verdict,
+    /// Conflicts that fail the apply (verdict `conflict`).
+    pub conflicts: Vec<FieldConflict>,
+    /// Conflicts the force policy takes over (the previous owners lose the field).
+    pub taken_over: Vec<FieldConflict>,
+    /// Fields the applier newly co-owns because it sets them to their current value.
+    pub shared: Vec<OwnedField>,
+    /// Fields the apply deletes (the applier dropped them and nobody else owns them).
+    pub removed: Vec<OwnedField>,
+    /// Fields the applier dropped that stay because other managers still own them.
+    pub stuck: Vec<OwnedField>,
+    /// kube-apiserver's 409 message, when rejected for conflicts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The 409 `Status` body, when rejected for conflicts.
+    #[serde(skip)]
+    pub status: Option<Value>,
+    /// Why the request is invalid (verdict `invalid`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The object after the apply (without managedFields), when it succeeds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object: Option<Value>,
+    /// The managedFields after the apply, when it succeeds.
+    #[serde(skip)]
+    pub managed_fields: Vec<ManagedFieldsEntry>,
+}
+
+impl Prediction {
+    fn invalid(error: String) -> Prediction {
+        Prediction {
+            verdict: Verdict::Invalid,
+            conflicts: vec![],
+            taken_over: vec![],
+            shared: vec![],
+            removed: vec![],
+            stuck: vec![],
+            message: None,
+            status: None,
+            error: Some(error),
+            object: None,
+            managed_fields: vec![],
+        }
+    }
+}
+
+/// The group/version of an object.
+fn api_version_of(v: &Value) -> &str {
+    v.str_at(&["apiVersion"]).unwrap_or("")
+}
+
+/// Predicts an apply exactly as kube-apiserver would perform it, with explanations.
+pub fn predict(req: &ApplyRequest) -> Prediction {
+    let api_version = api_version_of(req.config).to_string();
+    let kind = req.config.str_at(&["kind"]).unwrap_or("").to_string();
+    let (live_obj, live_entries) = match req.live {
+        Some(l) => {
+            let entries = match l.get_path(&["metadata", "managedFields"]) {
+                Some(mf) => match entries_from_value(mf) {
+                    Ok(e) => e,
+                    Err(e) => return Prediction::invalid(format!("live object: {e}")),
+                },
+                None => vec![],
+            };
+            let mut obj = l.clone();
+            remove_managed_fields(&mut obj);
+            (obj, entries)
+        }
+        None => {
+            let mut m = crate::value::Map::new();
+            m.insert("apiVersion", Value::from(api_version.as_str()));
+            m.insert("kind", Value::from(kind.as_str()));
+            (Value::Map(m), vec![])
+        }
+    };
+    let fm = FieldManager {
+        schema: req.schema,
+        type_ref: req.type_ref,
+        api_version,
+        kind,
+        subresource: req.subresource.to_string(),
+        ignored: req.reset_fields,
+        known_versions: None,
+        now: req.now,
+    };
+    let first = fm.apply(&live_obj, req.config, &live_entries, req.manager, false);
+    let (outcome, taken): (Result<ApplyOutcome, ManagerError>, Option<Conflicts>) = match first {
+        Err(ManagerError::Conflicts(cs)) => {
+            let allowed = match &req.force {
+                ForcePolicy::None => false,
+                ForcePolicy::All => true,
+                ForcePolicy::Selective(ok) => {
+                    cs.0.iter()
+                        .all(|c| parse_identity(&c.manager).is_some_and(|id| ok(&id)))
+                }
+            };
+            if allowed {
+                (
+                    fm.apply(&live_obj, req.config, &live_entries, req.manager, true),
+                    Some(cs),
+                )
+            } else {
+                (Err(ManagerError::Conflicts(cs)), None)
+            }
+        }
+        other => (other, None),
+    };
+    let ctx = explain::Context {
+        req,
+        live: &live_obj,
+        live_entries: &live_entries,
+        exists: req.live.is_some(),
+    };
+    match outcome {
+        Err(ManagerError::Conflicts(mut cs)) => {
+            cs.sort();
+            let mut p = Prediction::invalid(String::new());
+            p.error = None;
+            p.verdict = Verdict::Conflict;
+            p.message = Some(conflict_message(&cs));
+            p.status = Some(conflict_status(&cs));
+            p.conflicts = ctx.conflicts(&cs, |id| match &req.force {
+                ForcePolicy::Selective(ok) => ok(id),
+                ForcePolicy::All => true,
+                ForcePolicy::None => false,
+            });
+            p
+        }
+        Err(e) => Prediction::invalid(e.to_string()),
+        Ok(out) => ctx.success(out, taken),
+    }
+}
