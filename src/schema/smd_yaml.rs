@@ -249,7 +249,29 @@ fn diff_atom(a: &Atom, b: &Atom, at: &str, nd: bool, out: &mut Vec<String>) {
     }
 }
 
+/// True for `__untyped_deduced_`, named or written out inline (v2 conversion inlines it).
+fn is_deduced(t: &TypeRef) -> bool {
+    if t.named.as_deref() == Some(super::DEDUCED_TYPE) {
+        return true;
+    }
+    let a = &t.inlined;
+    t.named.is_none()
+        && a.scalar == Some(Scalar::Untyped)
+        && a.list.as_ref().is_some_and(|l| {
+            l.element_relationship == ElementRelationship::Atomic
+                && l.element_type.named.as_deref() == Some(super::UNTYPED_ATOMIC_TYPE)
+        })
+        && a.map.as_ref().is_some_and(|m| {
+            m.fields.is_empty()
+                && m.element_relationship == ElementRelationship::Separable
+                && m.element_type.named.as_deref() == Some(super::DEDUCED_TYPE)
+        })
+}
+
 fn diff_ref(a: &TypeRef, b: &TypeRef, at: &str, nd: bool, out: &mut Vec<String>) {
+    if a.element_relationship == b.element_relationship && is_deduced(a) && is_deduced(b) {
+        return;
+    }
     if a.named != b.named || a.element_relationship != b.element_relationship {
         out.push(format!(
             "{at}: ref {:?}/{:?} vs {:?}/{:?}",
