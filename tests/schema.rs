@@ -135,6 +135,7 @@ fn real_crds_convert_with_their_list_and_map_semantics() {
         &t,
         &["spec", "template", "spec", "containers", "[]", "ports"],
     );
+    let ports = s.resolve(&ports).unwrap();
     assert_eq!(ports.list.unwrap().keys, vec!["containerPort", "protocol"]);
     let port = field(
         &s,
@@ -149,6 +150,7 @@ fn real_crds_convert_with_their_list_and_map_semantics() {
             "[]",
         ],
     );
+    let port = s.resolve(&port).unwrap();
     let proto = port.map.unwrap().find_field("protocol").unwrap();
     assert_eq!(proto.default, Some(Value::from("TCP")));
     // ObjectMeta is injected at the root.
