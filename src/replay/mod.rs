@@ -23,6 +23,9 @@ use crate::value::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+/// Largest case line accepted (cases may carry inline schemas and several objects).
+pub const MAX_CASE_BYTES: usize = 64 * 1024 * 1024;
+
 /// Unix time of 9000-01-01T00:00:00Z: times at or after it are internal and never printed
 /// (the oracle's clock for cases without `now`).
 pub const SYNTHETIC_BASE: i64 = 221_845_392_000;
@@ -82,7 +85,7 @@ impl Replayer {
 
     /// Runs one case line and returns its result (errors are part of the result).
     pub fn run_line(&mut self, line: &[u8]) -> CaseResult {
-        let parsed = json::parse(line)
+        let parsed = json::parse_limited(line, MAX_CASE_BYTES)
             .map_err(|e| e.to_string())
             .and_then(|v| parse_case(&v));
         match parsed {

@@ -34,8 +34,14 @@ struct Walker<'s> {
     errs: ValidationErrors,
 }
 
+/// Values built in code can be deeper than parsed documents; refuse before recursing too far.
+const MAX_PATH_DEPTH: usize = 2 * crate::value::MAX_DEPTH;
+
 impl<'s> Walker<'s> {
     fn walk(&mut self, tr: &'s TypeRef, v: &Value) {
+        if self.path.len() > MAX_PATH_DEPTH {
+            return self.errs.push(&self.path, "nesting too deep");
+        }
         let atom = match resolve(self.schema, tr) {
             Ok(a) => a.deduce(Some(v)),
             Err(e) => return self.errs.push(&self.path, e),

@@ -33,6 +33,22 @@ impl From<serde_json::Error> for JsonError {
     }
 }
 
+/// Parses a document of at most `max_bytes` (Kubernetes objects: [`super::MAX_DOCUMENT_BYTES`]).
+/// Larger input is rejected before any parsing.
+pub fn parse_limited(input: &[u8], max_bytes: usize) -> Result<Value, JsonError> {
+    if input.len() > max_bytes {
+        return Err(JsonError {
+            message: format!(
+                "document is {} bytes, more than the limit of {max_bytes}",
+                input.len()
+            ),
+            line: 1,
+            column: 1,
+        });
+    }
+    parse(input)
+}
+
 /// Parses one JSON document (trailing non-whitespace is an error). Nesting is limited to 128 levels.
 pub fn parse(input: &[u8]) -> Result<Value, JsonError> {
     let mut de = serde_json::Deserializer::from_slice(input);
@@ -293,6 +309,13 @@ mod tests {
         let deep = "[".repeat(200) + &"]".repeat(200);
         let err = parse(deep.as_bytes()).unwrap_err();
         assert!(err.message.contains("recursion limit"), "{err}");
+    }
+
+    #[test]
+    fn enormous_documents_are_rejected_before_parsing() {
+        let big = vec![b' '; 4 * 1024 * 1024];
+        let err = parse_limited(&big, crate::value::MAX_DOCUMENT_BYTES).unwrap_err();
+        assert!(err.message.contains("more than the limit"), "{err}");
     }
 
     #[test]

@@ -13,6 +13,11 @@ pub use compare::{compare, equals};
 use compact_str::CompactString;
 use std::collections::HashMap;
 
+/// Largest object document accepted (kube-apiserver's request limit is about 3 MiB).
+pub const MAX_DOCUMENT_BYTES: usize = 3 * 1024 * 1024;
+/// Deepest nesting accepted in documents (the JSON and YAML parsers enforce it).
+pub const MAX_DEPTH: usize = 128;
+
 /// Owned, cheaply cloned string (short strings live inline).
 pub type Str = CompactString;
 
