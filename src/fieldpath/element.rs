@@ -19,7 +19,7 @@ pub enum PathElement {
     /// A struct field or map key (`.name`).
     Field(Str),
     /// An item of a list map, by its key fields sorted by name (`[a=1,b="x"]`).
-    Key(Box<[KeyField]>),
+    Key(std::sync::Arc<[KeyField]>),
     /// An item of a set, by its value (`[="x"]`).
     Value(Value),
     /// A position in a list (`[3]`); only produced by very old writers.
@@ -34,7 +34,7 @@ impl PathElement {
     /// A key from fields in any order; sorted by name (stable, duplicates kept) like smd.
     pub fn key(mut fields: Vec<KeyField>) -> Self {
         fields.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
-        PathElement::Key(fields.into_boxed_slice())
+        PathElement::Key(fields.into())
     }
 
     fn rank(&self) -> u8 {

@@ -185,7 +185,7 @@ fn parse_pe(s: &str) -> Result<PathElement, PeError> {
                         .map(|(name, value)| KeyField { name, value })
                         .collect(),
                 )),
-                Value::Null => Ok(PathElement::Key(Box::new([]))),
+                Value::Null => Ok(PathElement::Key(std::sync::Arc::from(Vec::new()))),
                 other => Err(PeError::Invalid(format!(
                     "key payload must be an object, found {}",
                     other.type_name()

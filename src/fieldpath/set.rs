@@ -37,6 +37,14 @@ impl Set {
         s
     }
 
+    /// Builds a node from members and children already sorted by [`PathElement::compare`]
+    /// and free of duplicates (the caller guarantees it).
+    pub(crate) fn from_sorted_parts(members: Vec<PathElement>, children: Vec<(PathElement, Set)>) -> Set {
+        debug_assert!(members.windows(2).all(|w| w[0].compare(&w[1]).is_lt()));
+        debug_assert!(children.windows(2).all(|w| w[0].0.compare(&w[1].0).is_lt()));
+        Set { members, children }
+    }
+
     pub fn members(&self) -> &[PathElement] {
         &self.members
     }

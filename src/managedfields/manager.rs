@@ -64,7 +64,13 @@ pub struct FieldManager<'s> {
 
 type Step = Result<(Value, Managed, bool), ManagerError>;
 
-fn strip_set() -> Set {
+/// The metadata fields stripped from the acting manager's set after every request.
+fn strip_set() -> &'static Set {
+    static STRIP: std::sync::OnceLock<Set> = std::sync::OnceLock::new();
+    STRIP.get_or_init(build_strip_set)
+}
+
+fn build_strip_set() -> Set {
     let mut s = Set::new();
     for p in [
         &["apiVersion"][..],
@@ -414,7 +420,7 @@ fn strip_fields(m: &mut Managed, key: &str) {
     let Some(vs) = m.fields.get_mut(key) else {
         return;
     };
-    vs.set = vs.set.difference(&strip_set());
+    vs.set = vs.set.difference(strip_set());
     if vs.set.is_empty() {
         m.fields.remove(key);
     }

@@ -231,9 +231,38 @@ impl<'s> Updater<'s> {
         if !self.convertible(&last.api_version) {
             return Ok(merged);
         }
-        let (sc, tr) = (self.schema, self.type_ref);
         let last_named = self.named(&last.set);
-        let mut pruned = typed::remove_items(sc, tr, &merged, &last_named);
+        let mut owned = Set::new();
+        for vs in managers.values() {
+            if self.convertible(&vs.api_version) {
+                owned.union_with(vs.set.clone());
+            }
+        }
+        let owned_named = self.named(&owned);
+        if nothing_to_prune(&last_named, &owned_named) {
+            #[cfg(debug_assertions)]
+            {
+                let full = self.prune_full(merged.clone(), managers, last, &last_named)?;
+                debug_assert!(
+                    full.strict_eq(&merged),
+                    "prune fast path disagrees with the full algorithm"
+                );
+            }
+            return Ok(merged);
+        }
+        self.prune_full(merged, managers, last, &last_named)
+    }
+
+    /// The reference's three passes, unabridged.
+    fn prune_full(
+        &self,
+        merged: Value,
+        managers: &ManagedFields,
+        last: &VersionedSet,
+        last_named: &Set,
+    ) -> Result<Value, UpdateError> {
+        let (sc, tr) = (self.schema, self.type_ref);
+        let mut pruned = typed::remove_items(sc, tr, &merged, last_named);
 
         // Add back everything someone still owns, version by version (prune's version first).
         let mut managed_at: BTreeMap<&str, Set> = BTreeMap::new();
@@ -266,9 +295,32 @@ impl<'s> Updater<'s> {
         // Remove items that became dangling: parents the applier owned whose owned children
         // were all removed above.
         let pruned_named = self.named(&self.field_set(&pruned, "pruned")?);
-        let dangling = merged_named
-            .difference(&pruned_named)
-            .intersection(&last_named);
+        let dangling = merged_named.difference(&pruned_named).intersection(last_named);
         Ok(typed::remove_items(sc, tr, &merged, &dangling))
     }
+}
+
+/// True if pruning cannot remove anything: every node the applier owned (named fields
+/// promoted) is still owned by someone, and no unowned list item or map key sits between two
+/// nodes the applier owned (such an item would be removed with everything below it).
+fn nothing_to_prune(last: &Set, owned: &Set) -> bool {
+    fn walk(last: &Set, owned: Option<&Set>, below_member: bool) -> bool {
+        for m in last.members() {
+            if !owned.is_some_and(|o| o.has_member(m)) {
+                return false;
+            }
+        }
+        for (pe, sub) in last.children() {
+            let member = last.has_member(pe);
+            let owned_here = owned.is_some_and(|o| o.has_member(pe));
+            if !member && below_member && !owned_here {
+                return false;
+            }
+            if !walk(sub, owned.and_then(|o| o.child(pe)), below_member || member) {
+                return false;
+            }
+        }
+        true
+    }
+    walk(last, Some(owned), false)
 }

@@ -84,8 +84,8 @@ pub struct MapType {
     /// Type of undeclared keys; `TypeRef::EMPTY` means undeclared keys are invalid.
     pub element_type: TypeRef,
     pub element_relationship: ElementRelationship,
-    /// Field indexes sorted by name, built by [`Schema::new`].
-    sorted: Vec<u32>,
+    /// Field name -> index, built by [`Schema::new`] (last declaration wins, like Go's map).
+    index: rustc_hash::FxHashMap<Str, u32>,
 }
 
 impl MapType {
@@ -98,41 +98,25 @@ impl MapType {
             fields,
             element_type,
             element_relationship,
-            sorted: Vec::new(),
+            index: Default::default(),
         }
     }
 
     /// The declared field called `name`.
     pub fn find_field(&self, name: &str) -> Option<&StructField> {
-        if self.sorted.len() != self.fields.len() {
-            return self.fields.iter().find(|f| f.name == name);
+        if self.index.len() != self.fields.len() && self.index.is_empty() {
+            return self.fields.iter().rev().find(|f| f.name == name);
         }
-        self.sorted
-            .binary_search_by(|&i| self.fields[i as usize].name.as_bytes().cmp(name.as_bytes()))
-            .ok()
-            .map(|i| &self.fields[self.sorted[i] as usize])
+        self.index.get(name).map(|&i| &self.fields[i as usize])
     }
 
     fn index(&mut self) {
-        let mut idx: Vec<u32> = (0..self.fields.len() as u32).collect();
-        idx.sort_by(|&a, &b| {
-            self.fields[a as usize]
-                .name
-                .as_bytes()
-                .cmp(self.fields[b as usize].name.as_bytes())
-        });
-        // A repeated name resolves to its last declaration (Go builds a map in order).
-        let mut keep: Vec<u32> = Vec::with_capacity(idx.len());
-        for i in idx {
-            match keep.last_mut() {
-                Some(last) if self.fields[*last as usize].name == self.fields[i as usize].name => {
-                    *last = i
-                }
-                _ => keep.push(i),
-            }
-        }
-        let idx = keep;
-        self.sorted = idx;
+        self.index = self
+            .fields
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.name.clone(), i as u32))
+            .collect();
     }
 }
 

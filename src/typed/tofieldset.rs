@@ -10,22 +10,18 @@ use crate::value::Value;
 /// The field set of `v` as type `tr`.
 pub fn to_field_set(schema: &Schema, tr: &TypeRef, v: &Value) -> Result<Set, ValidationErrors> {
     let mut errs = ValidationErrors::default();
-    let (_, set) = node(schema, tr, v, &mut errs, &mut Vec::new());
+    let (_, set) = node(schema, tr, v, &mut errs);
     errs.into_result().map(|_| set)
 }
 
 /// Returns whether the node's own path is inserted, and the set below it.
-fn node(
-    schema: &Schema,
-    tr: &TypeRef,
-    v: &Value,
-    errs: &mut ValidationErrors,
-    path: &mut Vec<PathElement>,
-) -> (bool, Set) {
+/// Errors here can only come from an unresolvable schema (values were validated before); they
+/// are reported without a path, which keeps this hot walk free of path bookkeeping.
+fn node(schema: &Schema, tr: &TypeRef, v: &Value, errs: &mut ValidationErrors) -> (bool, Set) {
     let atom = match resolve(schema, tr) {
         Ok(a) => a.deduce(Some(v)),
         Err(e) => {
-            errs.push(path, e);
+            errs.push(&[], e);
             return (false, Set::new());
         }
     };
@@ -38,7 +34,7 @@ fn node(
             let Value::List(items) = v else {
                 return (false, Set::new());
             };
-            (false, list_items(schema, l, er, items, errs, path))
+            (false, list_items(schema, l, er, items, errs))
         }
         Handler::Map(m, er) => {
             if er == ElementRelationship::Atomic {
@@ -51,10 +47,8 @@ fn node(
             let mut children = Vec::new();
             for (k, val) in map.iter() {
                 let declared = m.find_field(k).is_some();
+                let (own, sub) = node(schema, field_type(m, k), val, errs);
                 let pe = PathElement::Field(k.clone());
-                path.push(pe.clone());
-                let (own, sub) = node(schema, field_type(m, k), val, errs, path);
-                path.pop();
                 let empty_map = matches!(val, Value::Map(x) if x.is_empty());
                 if own || val.is_null() || empty_map || !declared {
                     members.push(pe.clone());
@@ -66,7 +60,7 @@ fn node(
             (false, assemble(members, children))
         }
         Handler::Invalid => {
-            errs.push(path, invalid_atom(tr));
+            errs.push(&[], invalid_atom(tr));
             (false, Set::new())
         }
     }
@@ -78,7 +72,6 @@ fn list_items(
     er: ElementRelationship,
     items: &[Value],
     errs: &mut ValidationErrors,
-    path: &mut Vec<PathElement>,
 ) -> Set {
     // smd ignores item errors here (the value was validated before).
     let (idx, _) = ListIndex::build(schema, l, er, items);
@@ -93,9 +86,7 @@ fn list_items(
             }
             continue;
         }
-        path.push(pe.clone());
-        let (_, sub) = node(schema, &l.element_type, item, errs, path);
-        path.pop();
+        let (_, sub) = node(schema, &l.element_type, item, errs);
         members.push(pe.clone());
         if !sub.is_empty() {
             children.push((pe.clone(), sub));
@@ -105,15 +96,9 @@ fn list_items(
 }
 
 fn assemble(mut members: Vec<PathElement>, mut children: Vec<(PathElement, Set)>) -> Set {
-    let mut s = Set::new();
     members.sort_by(|a, b| a.compare(b));
     members.dedup_by(|a, b| a.compare(b).is_eq());
     children.sort_by(|a, b| a.0.compare(&b.0));
-    for m in members {
-        s.push_member_sorted(m);
-    }
-    for (pe, sub) in children {
-        s.put_child(pe, sub);
-    }
-    s
+    children.dedup_by(|a, b| a.0.compare(&b.0).is_eq());
+    Set::from_sorted_parts(members, children)
 }
