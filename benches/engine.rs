@@ -6,7 +6,7 @@
 //! * `fieldsv1_decode_encode`: FieldsV1 decode + encode throughput over real managedFields.
 
 use fieldguard::fieldpath::Set;
-use fieldguard::managedfields::{FieldManager, ManagedFieldsEntry, entries_to_value};
+use fieldguard::managedfields::{FieldManager, ManagedFieldsEntry, Prepared, entries_to_value};
 use fieldguard::predict::{ApplyRequest, ForcePolicy, predict};
 use fieldguard::schema::{Gvk, Schema, TypeRef, builtin};
 use fieldguard::value::{Value, json, yaml};
@@ -95,7 +95,11 @@ struct Fixture {
 
 fn fixture() -> Fixture {
     let schema = builtin::default_schema().unwrap();
-    let tr = schema.type_ref(schema.type_for(&Gvk::new("apps", "v1", "Deployment")).unwrap());
+    let tr = schema.type_ref(
+        schema
+            .type_for(&Gvk::new("apps", "v1", "Deployment"))
+            .unwrap(),
+    );
     let reset = BTreeMap::from([(
         "apps/v1".to_string(),
         Set::from_fields_v1(br#"{"f:status":{}}"#).unwrap(),
@@ -109,7 +113,12 @@ fn fixture() -> Fixture {
     };
     let mut entries = Vec::new();
     let mut now = 1_700_000_000;
-    let mut step = |mgr: &str, sub: &str, new: Option<Value>, apply: Option<&Value>, obj: &mut Value, entries: &mut Vec<ManagedFieldsEntry>| {
+    let mut step = |mgr: &str,
+                    sub: &str,
+                    new: Option<Value>,
+                    apply: Option<&Value>,
+                    obj: &mut Value,
+                    entries: &mut Vec<ManagedFieldsEntry>| {
         now += 60;
         let fm = FieldManager {
             schema,
@@ -120,10 +129,13 @@ fn fixture() -> Fixture {
             ignored: &reset,
             known_versions: None,
             now,
+            options: Default::default(),
         };
         let out = match apply {
             Some(c) => fm.apply(obj, c, entries, mgr, false).unwrap(),
-            None => fm.update(obj, new.as_ref().unwrap(), entries, None, mgr).unwrap(),
+            None => fm
+                .update(obj, new.as_ref().unwrap(), entries, None, mgr)
+                .unwrap(),
         };
         *obj = out.object;
         *entries = out.entries;
@@ -132,15 +144,36 @@ fn fixture() -> Fixture {
     // The HPA scales through /scale; a controller writes status; a webhook injects a sidecar.
     let mut scaled = obj.clone();
     set(&mut scaled, &["spec", "replicas"], Value::Int(5));
-    step("kube-controller-manager", "scale", Some(scaled), None, &mut obj, &mut entries);
+    step(
+        "kube-controller-manager",
+        "scale",
+        Some(scaled),
+        None,
+        &mut obj,
+        &mut entries,
+    );
     let mut st = obj.clone();
     set(&mut st, &["status"], yaml::parse_one("{replicas: 5, readyReplicas: 5, availableReplicas: 5, observedGeneration: 3, conditions: [{type: Available, status: 'True', reason: MinimumReplicasAvailable}, {type: Progressing, status: 'True', reason: NewReplicaSetAvailable}]}").unwrap());
-    step("kube-controller-manager", "status", Some(st), None, &mut obj, &mut entries);
+    step(
+        "kube-controller-manager",
+        "status",
+        Some(st),
+        None,
+        &mut obj,
+        &mut entries,
+    );
     let mut inj = obj.clone();
     if let Some(Value::List(cs)) = get_mut(&mut inj, &["spec", "template", "spec", "containers"]) {
         cs.push(yaml::parse_one("{name: istio-proxy, image: docker.io/istio/proxyv2:1.20.0, args: [proxy, sidecar], resources: {limits: {cpu: 200m}}}").unwrap());
     }
-    step("istio-sidecar-injector", "", Some(inj), None, &mut obj, &mut entries);
+    step(
+        "istio-sidecar-injector",
+        "",
+        Some(inj),
+        None,
+        &mut obj,
+        &mut entries,
+    );
 
     // The next release: a new image, one env var changed; replicas left to the HPA.
     let next = MANIFEST
@@ -149,7 +182,11 @@ fn fixture() -> Fixture {
         .replace("  replicas: 3\n", "");
     let next_cfg = yaml::parse_one(&next).unwrap();
     let mut live = obj.clone();
-    set(&mut live, &["metadata", "managedFields"], entries_to_value(&entries, |_| false));
+    set(
+        &mut live,
+        &["metadata", "managedFields"],
+        entries_to_value(&entries, |_| false),
+    );
     Fixture {
         schema,
         tr,
@@ -171,18 +208,25 @@ fn get_mut<'a>(v: &'a mut Value, path: &[&str]) -> Option<&'a mut Value> {
 
 fn set(v: &mut Value, path: &[&str], x: Value) {
     let (last, prefix) = path.split_last().unwrap();
-    get_mut(v, prefix).unwrap().as_map_mut().unwrap().insert(*last, x);
+    get_mut(v, prefix)
+        .unwrap()
+        .as_map_mut()
+        .unwrap()
+        .insert(*last, x);
 }
 
+/// The service path: the live object comes from the cache already prepared (managed fields
+/// decoded, validated); the manifest arrives as JSON.
 #[divan::bench]
 fn predict_deployment(bencher: divan::Bencher) {
     let f = fixture();
+    let prepared = Prepared::new(f.schema, &f.tr, &f.live).unwrap();
     bencher.bench_local(|| {
         let cfg = json::parse(divan::black_box(f.config_json.as_bytes())).unwrap();
         let p = predict(&ApplyRequest {
             schema: f.schema,
             type_ref: &f.tr,
-            live: Some(&f.live),
+            live: Some(&prepared),
             config: &cfg,
             manager: "helm",
             force: ForcePolicy::None,
@@ -192,6 +236,27 @@ fn predict_deployment(bencher: divan::Bencher) {
         });
         assert_eq!(p.verdict, fieldguard::predict::Verdict::Configured);
         p
+    });
+}
+
+/// The offline path (CLI against a snapshot): the live object is prepared on every call.
+#[divan::bench]
+fn predict_deployment_unprepared(bencher: divan::Bencher) {
+    let f = fixture();
+    bencher.bench_local(|| {
+        let prepared = Prepared::new(f.schema, &f.tr, divan::black_box(&f.live)).unwrap();
+        let cfg = json::parse(divan::black_box(f.config_json.as_bytes())).unwrap();
+        predict(&ApplyRequest {
+            schema: f.schema,
+            type_ref: &f.tr,
+            live: Some(&prepared),
+            config: &cfg,
+            manager: "helm",
+            force: ForcePolicy::None,
+            subresource: "",
+            reset_fields: &f.reset,
+            now: 1_800_000_000,
+        })
     });
 }
 
@@ -209,18 +274,40 @@ fn apply_deployment(bencher: divan::Bencher) {
             ignored: &f.reset,
             known_versions: None,
             now: 1_800_000_000,
+            options: Default::default(),
         };
-        fm.apply(&f.live_obj, divan::black_box(&cfg), &f.entries, "helm", false).unwrap()
+        fm.apply(
+            &f.live_obj,
+            divan::black_box(&cfg),
+            &f.entries,
+            "helm",
+            false,
+        )
+        .unwrap()
     });
 }
 
 /// Real FieldsV1 documents: the golden fixtures and the entries of the Deployment above.
 fn fieldsv1_corpus() -> Vec<String> {
     let f = fixture();
-    let mut out: Vec<String> = f.entries.iter().filter_map(|e| e.fields_v1.clone()).collect();
-    let golden = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/fieldsv1/golden.jsonl")).unwrap();
+    let mut out: Vec<String> = f
+        .entries
+        .iter()
+        .filter_map(|e| e.fields_v1.clone())
+        .collect();
+    let golden = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/fieldsv1/golden.jsonl"
+    ))
+    .unwrap();
     for line in golden.lines() {
-        out.push(json::parse_str(line).unwrap().str_at(&["fieldsV1"]).unwrap().to_string());
+        out.push(
+            json::parse_str(line)
+                .unwrap()
+                .str_at(&["fieldsV1"])
+                .unwrap()
+                .to_string(),
+        );
     }
     out
 }
@@ -229,12 +316,14 @@ fn fieldsv1_corpus() -> Vec<String> {
 fn fieldsv1_decode_encode(bencher: divan::Bencher) {
     let corpus = fieldsv1_corpus();
     let bytes: usize = corpus.iter().map(String::len).sum();
-    bencher.counter(divan::counter::BytesCount::new(bytes)).bench_local(|| {
-        let mut n = 0;
-        for doc in &corpus {
-            let s = Set::from_fields_v1(divan::black_box(doc.as_bytes())).unwrap();
-            n += s.to_fields_v1().len();
-        }
-        n
-    });
+    bencher
+        .counter(divan::counter::BytesCount::new(bytes))
+        .bench_local(|| {
+            let mut n = 0;
+            for doc in &corpus {
+                let s = Set::from_fields_v1(divan::black_box(doc.as_bytes())).unwrap();
+                n += s.to_fields_v1().len();
+            }
+            n
+        });
 }

@@ -1,6 +1,6 @@
 //! Scenario tests for predictions: a small history of writes, then the apply to predict.
 
-use fieldguard::managedfields::{FieldManager, ManagedFieldsEntry, entries_to_value};
+use fieldguard::managedfields::{FieldManager, ManagedFieldsEntry, Prepared, entries_to_value};
 use fieldguard::predict::{ApplyRequest, ForcePolicy, Prediction, Verdict, predict};
 use fieldguard::schema::{Gvk, Schema, builtin};
 use fieldguard::value::yaml::parse_one;
@@ -59,6 +59,7 @@ impl Cluster {
             ignored: &self.reset,
             known_versions: None,
             now: self.clock,
+            options: Default::default(),
         };
         let out = f(&fm, &self.object, &self.entries);
         self.object = out.object;
@@ -97,8 +98,8 @@ impl Cluster {
 
     fn predict(&self, manager: &str, yaml: &str, force: ForcePolicy) -> Prediction {
         let cfg = parse_one(yaml).unwrap();
-        let live = self.live();
         let tr = self.schema.type_ref(&self.type_name);
+        let live = Prepared::new(self.schema, &tr, &self.live()).unwrap();
         predict(&ApplyRequest {
             schema: self.schema,
             type_ref: &tr,
@@ -316,7 +317,7 @@ spec:
         now: T0,
     });
     assert_eq!(p.verdict, Verdict::Created);
-    assert_eq!(p.managed_fields.len(), 1);
+    assert_eq!(p.managed_fields().len(), 1);
 }
 
 #[test]

@@ -203,7 +203,7 @@ proptest! {
         let reset = BTreeMap::new();
         let fm = FieldManager {
             schema: s, type_ref: &tr, api_version: "apps/v1".into(), kind: "Deployment".into(),
-            subresource: String::new(), ignored: &reset, known_versions: None, now: 0,
+            subresource: String::new(), ignored: &reset, known_versions: None, now: 0, options: Default::default(),
         };
         let live = wrap(live_spec);
         if let Ok(out) = fm.update(&live, &live, &[], None, "seed") {

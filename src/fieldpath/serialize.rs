@@ -82,7 +82,16 @@ impl Set {
 
     /// Decodes FieldsV1 JSON bytes.
     pub fn from_fields_v1(input: &[u8]) -> Result<Set, FieldsV1Error> {
-        let mut d = Decoder { b: input, i: 0 };
+        let text = std::str::from_utf8(input).map_err(|e| FieldsV1Error {
+            offset: e.valid_up_to(),
+            message: "invalid UTF-8".into(),
+        })?;
+        let mut d = Decoder {
+            s: text,
+            b: input,
+            i: 0,
+            scratch: String::new(),
+        };
         d.ws();
         let (children, _) = d.object(0)?;
         Ok(children.unwrap_or_default())
@@ -177,6 +186,9 @@ fn parse_pe(s: &str) -> Result<PathElement, PeError> {
             Ok(PathElement::Value(v))
         }
         b'k' => {
+            if let Some(fields) = flat_key(rest) {
+                return Ok(PathElement::key(fields));
+            }
             let v = lenient_value(rest).map_err(PeError::Invalid)?;
             match v {
                 Value::Map(m) => Ok(PathElement::key(
@@ -196,6 +208,91 @@ fn parse_pe(s: &str) -> Result<PathElement, PeError> {
             .map(PathElement::Index)
             .ok_or_else(|| PeError::Invalid(format!("invalid index {rest:?}"))),
         _ => Err(PeError::Unknown),
+    }
+}
+
+/// Fast path for the usual key payload: a flat object of strings, numbers, booleans and nulls
+/// with no escapes in names (`{"containerPort":80,"protocol":"TCP"}`). `None`: use the general
+/// parser. Numbers become floats, as json-iterator decodes them.
+fn flat_key(s: &str) -> Option<Vec<KeyField>> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let ws = |i: &mut usize| {
+        while *i < b.len() && matches!(b[*i], b' ' | b'\t' | b'\n' | b'\r') {
+            *i += 1;
+        }
+    };
+    ws(&mut i);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i += 1;
+    let mut out = Vec::with_capacity(2);
+    ws(&mut i);
+    if b.get(i) == Some(&b'}') {
+        return Some(out);
+    }
+    loop {
+        ws(&mut i);
+        if b.get(i) != Some(&b'"') {
+            return None;
+        }
+        let start = i + 1;
+        let end = start + memchr::memchr2(b'"', b'\\', &b[start..])?;
+        if b[end] != b'"' {
+            return None;
+        }
+        let name = &s[start..end];
+        i = end + 1;
+        ws(&mut i);
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        i += 1;
+        ws(&mut i);
+        let value = match b.get(i)? {
+            b'"' => {
+                let vs = i + 1;
+                let ve = vs + memchr::memchr2(b'"', b'\\', &b[vs..])?;
+                if b[ve] != b'"' {
+                    return None;
+                }
+                i = ve + 1;
+                Value::String(Str::from(&s[vs..ve]))
+            }
+            b't' if s[i..].starts_with("true") => {
+                i += 4;
+                Value::Bool(true)
+            }
+            b'f' if s[i..].starts_with("false") => {
+                i += 5;
+                Value::Bool(false)
+            }
+            b'n' if s[i..].starts_with("null") => {
+                i += 4;
+                Value::Null
+            }
+            c if c.is_ascii_digit() || *c == b'-' => {
+                let ns = i;
+                while i < b.len()
+                    && (b[i].is_ascii_digit() || matches!(b[i], b'-' | b'+' | b'.' | b'e' | b'E'))
+                {
+                    i += 1;
+                }
+                Value::Float(s[ns..i].parse::<f64>().ok()?)
+            }
+            _ => return None,
+        };
+        out.push(KeyField {
+            name: Str::from(name),
+            value,
+        });
+        ws(&mut i);
+        match b.get(i)? {
+            b',' => i += 1,
+            b'}' => return Some(out),
+            _ => return None,
+        }
     }
 }
 
@@ -224,6 +321,28 @@ fn floats(v: Value) -> Value {
     }
 }
 
+/// Resolves the escapes `\"`, `\\` and `\/` (all a `k:` key normally has); false if there
+/// are others, which the general JSON parser handles.
+fn unescape_simple(body: &str, out: &mut String) -> bool {
+    let b = body.as_bytes();
+    let mut start = 0;
+    let mut i = 0;
+    while let Some(off) = memchr::memchr(b'\\', &b[i..]) {
+        let p = i + off;
+        match b.get(p + 1) {
+            Some(b'"') | Some(b'\\') | Some(b'/') => {
+                out.push_str(&body[start..p]);
+                out.push(b[p + 1] as char);
+                i = p + 2;
+                start = i;
+            }
+            _ => return false,
+        }
+    }
+    out.push_str(&body[start..]);
+    true
+}
+
 /// Go's `strconv.Atoi` (64-bit).
 fn go_atoi(s: &str) -> Option<i64> {
     let (neg, digits) = match s.as_bytes().first()? {
@@ -247,11 +366,20 @@ fn go_atoi(s: &str) -> Option<i64> {
 }
 
 struct Decoder<'a> {
+    s: &'a str,
     b: &'a [u8],
     i: usize,
+    /// Reused buffer for keys with escapes (every `k:` key has some).
+    scratch: String,
 }
 
-impl Decoder<'_> {
+/// A key as read: borrowed from the input, or unescaped into the decoder's scratch buffer.
+enum KeyText<'a> {
+    Borrowed(&'a str),
+    Scratch,
+}
+
+impl<'a> Decoder<'a> {
     fn err<T>(&self, msg: impl Into<String>) -> Result<T, FieldsV1Error> {
         Err(FieldsV1Error {
             offset: self.i,
@@ -279,6 +407,13 @@ impl Decoder<'_> {
             Ok(())
         } else {
             self.err(format!("expected {}", String::from_utf8_lossy(lit)))
+        }
+    }
+
+    fn key_str<'k>(&'k self, k: &KeyText<'a>) -> &'k str {
+        match k {
+            KeyText::Borrowed(s) => s,
+            KeyText::Scratch => &self.scratch,
         }
     }
 
@@ -312,27 +447,30 @@ impl Decoder<'_> {
             }
             self.i += 1;
             self.ws();
-            if key == "." {
-                is_member = true;
-                self.skip_value(depth)?;
-            } else {
-                match parse_pe(&key) {
-                    Err(PeError::Unknown) => self.skip_value(depth)?,
-                    Err(PeError::Invalid(m)) => {
-                        return self.err(format!("parsing key as path element: {m}"));
-                    }
-                    Ok(pe) => {
-                        let (grand, child_member) = self.object(depth + 1)?;
-                        let node = children.get_or_insert_with(Set::new);
-                        match (child_member, grand) {
-                            (true, Some(g)) => {
-                                node.push_member_sorted(pe.clone());
-                                node.put_child(pe, g);
-                            }
-                            (true, None) => node.push_member_sorted(pe),
-                            (false, Some(g)) => node.put_child(pe, g),
-                            (false, None) => {}
+            let parsed = {
+                let k = self.key_str(&key);
+                if k == "." { None } else { Some(parse_pe(k)) }
+            };
+            match parsed {
+                None => {
+                    is_member = true;
+                    self.skip_value(depth)?;
+                }
+                Some(Err(PeError::Unknown)) => self.skip_value(depth)?,
+                Some(Err(PeError::Invalid(m))) => {
+                    return self.err(format!("parsing key as path element: {m}"));
+                }
+                Some(Ok(pe)) => {
+                    let (grand, child_member) = self.object(depth + 1)?;
+                    let node = children.get_or_insert_with(Set::new);
+                    match (child_member, grand) {
+                        (true, Some(g)) => {
+                            node.push_member_sorted(pe.clone());
+                            node.put_child(pe, g);
                         }
+                        (true, None) => node.push_member_sorted(pe),
+                        (false, Some(g)) => node.put_child(pe, g),
+                        (false, None) => {}
                     }
                 }
             }
@@ -352,51 +490,51 @@ impl Decoder<'_> {
         Ok((children, is_member))
     }
 
-    fn string(&mut self) -> Result<String, FieldsV1Error> {
+    /// Reads a string literal; escapes are resolved into the scratch buffer.
+    fn string(&mut self) -> Result<KeyText<'a>, FieldsV1Error> {
         if self.peek() != Some(b'"') {
             return self.err("expected a string key");
         }
-        self.i += 1;
-        let start = self.i;
-        // Fast path: no escapes.
-        while let Some(&c) = self.b.get(self.i) {
-            match c {
-                b'"' => {
-                    let s = std::str::from_utf8(&self.b[start..self.i])
-                        .map_err(|_| FieldsV1Error {
-                            offset: start,
-                            message: "invalid UTF-8".into(),
-                        })?
-                        .to_string();
-                    self.i += 1;
-                    return Ok(s);
-                }
-                b'\\' => break,
-                _ => self.i += 1,
-            }
+        let start = self.i + 1;
+        let Some(off) = memchr::memchr2(b'"', b'\\', &self.b[start..]) else {
+            self.i = self.b.len();
+            return self.err("unterminated string");
+        };
+        let end = start + off;
+        if self.b[end] == b'"' {
+            self.i = end + 1;
+            return Ok(KeyText::Borrowed(&self.s[start..end]));
         }
-        // Slow path: let serde_json unescape the literal.
+        // Escapes: let serde_json resolve the literal (rare except for `k:` keys).
         let lit_start = start - 1;
-        let mut j = start;
-        let mut escaped = false;
-        while let Some(&c) = self.b.get(j) {
-            j += 1;
-            if escaped {
-                escaped = false;
-            } else if c == b'\\' {
-                escaped = true;
-            } else if c == b'"' {
-                let s: String =
-                    serde_json::from_slice(&self.b[lit_start..j]).map_err(|e| FieldsV1Error {
-                        offset: lit_start,
-                        message: e.to_string(),
-                    })?;
-                self.i = j;
-                return Ok(s);
+        let mut j = end;
+        loop {
+            let Some(off) = memchr::memchr2(b'"', b'\\', &self.b[j..]) else {
+                self.i = self.b.len();
+                return self.err("unterminated string");
+            };
+            j += off;
+            if self.b[j] == b'\\' {
+                j += 2;
+                if j > self.b.len() {
+                    self.i = self.b.len();
+                    return self.err("unterminated string");
+                }
+                continue;
             }
+            break;
         }
-        self.i = j;
-        self.err("unterminated string")
+        let lit = &self.s[lit_start..=j];
+        self.scratch.clear();
+        if !unescape_simple(&lit[1..lit.len() - 1], &mut self.scratch) {
+            let owned: String = serde_json::from_str(lit).map_err(|e| FieldsV1Error {
+                offset: lit_start,
+                message: e.to_string(),
+            })?;
+            self.scratch = owned;
+        }
+        self.i = j + 1;
+        Ok(KeyText::Scratch)
     }
 
     fn skip_value(&mut self, depth: usize) -> Result<(), FieldsV1Error> {

@@ -39,7 +39,10 @@ impl Set {
 
     /// Builds a node from members and children already sorted by [`PathElement::compare`]
     /// and free of duplicates (the caller guarantees it).
-    pub(crate) fn from_sorted_parts(members: Vec<PathElement>, children: Vec<(PathElement, Set)>) -> Set {
+    pub(crate) fn from_sorted_parts(
+        members: Vec<PathElement>,
+        children: Vec<(PathElement, Set)>,
+    ) -> Set {
         debug_assert!(members.windows(2).all(|w| w[0].compare(&w[1]).is_lt()));
         debug_assert!(children.windows(2).all(|w| w[0].0.compare(&w[1].0).is_lt()));
         Set { members, children }
@@ -265,6 +268,24 @@ impl Set {
         }
         children.extend_from_slice(&self.children[i..]);
         Set { members, children }
+    }
+
+    /// In-place [`Set::difference`]: the same result without rebuilding untouched nodes.
+    pub fn remove_all(&mut self, other: &Set) {
+        if !other.members.is_empty() && !self.members.is_empty() {
+            self.members.retain(|m| find(&other.members, m).is_err());
+        }
+        if other.children.is_empty() || self.children.is_empty() {
+            return;
+        }
+        self.children
+            .retain_mut(|(pe, sub)| match find_child(&other.children, pe) {
+                Ok(j) => {
+                    sub.remove_all(&other.children[j].1);
+                    !sub.is_empty()
+                }
+                Err(_) => true,
+            });
     }
 
     /// Removes each member of `other` together with its whole subtree.

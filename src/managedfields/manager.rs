@@ -8,6 +8,7 @@ use crate::fieldpath::{Path, Set};
 use crate::merge::{Conflicts, UpdateError, Updater, VersionedSet};
 use crate::schema::{Schema, TypeRef};
 use crate::typed;
+use crate::typed::Comparison;
 use crate::value::json::Style;
 use crate::value::{Map, Value};
 use std::collections::{BTreeMap, HashSet};
@@ -60,9 +61,71 @@ pub struct FieldManager<'s> {
     pub known_versions: Option<&'s HashSet<String>>,
     /// The time stamped on entries this request touches.
     pub now: Time,
+    pub options: ManagerOptions,
 }
 
-type Step = Result<(Value, Managed, bool), ManagerError>;
+/// Switches for callers that hold more state than the apiserver's request has.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ManagerOptions {
+    /// The live object was validated and its managers reconciled already ([`Prepared`]).
+    pub prepared: bool,
+    /// Keep the managers as they were just before the final merge (for explanations).
+    pub capture_before: bool,
+}
+
+/// The result of a successful request, decoded.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The resulting object, without `metadata.managedFields`.
+    pub object: Value,
+    pub managed: Managed,
+    /// True if the request changed the object.
+    pub changed: bool,
+    /// What changed (for applies): added, modified and removed paths.
+    pub comparison: Option<Comparison>,
+    /// The managers just before the final merge when they differ from the ones passed in (a
+    /// synthesized `before-first-apply`; only with [`ManagerOptions::capture_before`]).
+    pub before: Option<Managed>,
+}
+
+type Step = Result<Outcome, ManagerError>;
+
+/// A live object prepared once for many requests: managed fields decoded and reconciled with
+/// the schema, the object validated. What a watch cache keeps.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    /// The object without `metadata.managedFields`.
+    pub object: Value,
+    pub managed: Managed,
+}
+
+impl Prepared {
+    /// Prepares `object` (which may carry `metadata.managedFields`) for requests of `tr`.
+    pub fn new(schema: &Schema, tr: &TypeRef, object: &Value) -> Result<Prepared, ManagerError> {
+        let entries = match object.get_path(&["metadata", "managedFields"]) {
+            Some(mf) => super::entry::entries_from_value(mf).map_err(ManagerError::Failed)?,
+            None => vec![],
+        };
+        let mut managed = decode(&entries)
+            .map_err(|e| ManagerError::Failed(format!("failed to decode managed fields: {e}")))?;
+        let object = without_managed_fields(object);
+        typed::validate(schema, tr, &object, true).map_err(|e| {
+            ManagerError::Failed(format!("failed to convert live object to smd typed: {e}"))
+        })?;
+        let reset = BTreeMap::new();
+        let updater = Updater {
+            schema,
+            type_ref: tr,
+            ignored: &reset,
+            known_versions: None,
+            reconciled: false,
+        };
+        managed.fields = updater
+            .reconcile_all(std::mem::take(&mut managed.fields))
+            .map_err(|e| ManagerError::Failed(e.to_string()))?;
+        Ok(Prepared { object, managed })
+    }
+}
 
 /// The metadata fields stripped from the acting manager's set after every request.
 fn strip_set() -> &'static Set {
@@ -115,6 +178,7 @@ impl<'s> FieldManager<'s> {
             type_ref: self.type_ref,
             ignored: self.ignored,
             known_versions: self.known_versions,
+            reconciled: self.options.prepared,
         }
     }
 
@@ -136,6 +200,23 @@ impl<'s> FieldManager<'s> {
     ) -> Result<ApplyOutcome, ManagerError> {
         let m = decode(live_entries)
             .map_err(|e| ManagerError::Failed(format!("failed to decode managed fields: {e}")))?;
+        let out = self.apply_managed(live, patch, m, manager, force)?;
+        Ok(ApplyOutcome {
+            object: out.object,
+            changed: out.changed,
+            entries: encode(&out.managed),
+        })
+    }
+
+    /// [`FieldManager::apply`] on decoded managed fields (no encoding of the result).
+    pub fn apply_managed(
+        &self,
+        live: &Value,
+        patch: &Value,
+        m: Managed,
+        manager: &str,
+        force: bool,
+    ) -> Step {
         let pav = patch.str_at(&["apiVersion"]).unwrap_or("");
         let pk = patch.str_at(&["kind"]).unwrap_or("");
         if pav != self.api_version || pk != self.kind {
@@ -144,12 +225,7 @@ impl<'s> FieldManager<'s> {
                 "invalid object type: {g}/{v}, Kind={pk}"
             )));
         }
-        let (object, m, changed) = self.last_applied_updater(live, patch, m, manager, force)?;
-        Ok(ApplyOutcome {
-            object,
-            changed,
-            entries: encode(&m),
-        })
+        self.last_applied_updater(live, patch, m, manager, force)
     }
 
     fn last_applied_updater(
@@ -160,14 +236,15 @@ impl<'s> FieldManager<'s> {
         manager: &str,
         force: bool,
     ) -> Step {
-        let (mut obj, m, changed) = self.last_applied_manager(live, patch, m, manager, force)?;
-        let has = obj
+        let mut out = self.last_applied_manager(live, patch, m, manager, force)?;
+        let has = out
+            .object
             .str_at(&["metadata", "annotations", LAST_APPLIED])
             .is_some_and(|s| !s.is_empty());
         if manager == "kubectl" && has {
-            set_last_applied(&mut obj, build_last_applied(patch));
+            set_last_applied(&mut out.object, build_last_applied(patch));
         }
-        Ok((obj, m, changed))
+        Ok(out)
     }
 
     fn last_applied_manager(
@@ -241,16 +318,16 @@ impl<'s> FieldManager<'s> {
                     empty.insert(k, v.clone());
                 }
             }
-            let (live, m, _) = self
+            let out = self
                 .cap_managers(&Value::Map(empty), live, m, BEFORE_FIRST_APPLY)
                 .map_err(|e| {
                     ManagerError::Failed(format!(
                         "failed to create manager for existing fields: {e}"
                     ))
                 })?;
-            return self.timestamps_apply(&live, patch, m, manager, force);
+            return self.timestamps_apply(&out.object, patch, out.managed, manager, force, true);
         }
-        self.timestamps_apply(live, patch, m, manager, force)
+        self.timestamps_apply(live, patch, m, manager, force, false)
     }
 
     fn timestamps_apply(
@@ -260,6 +337,7 @@ impl<'s> FieldManager<'s> {
         m: Managed,
         manager: &str,
         force: bool,
+        synthesized: bool,
     ) -> Step {
         let name = if manager.is_empty() {
             "unknown"
@@ -267,14 +345,23 @@ impl<'s> FieldManager<'s> {
             manager
         };
         let key = identity(name, Operation::Apply, &self.api_version, &self.subresource);
-        let (obj, mut m) = self.strip_apply(live, patch, m, &key, force)?;
-        match obj {
+        // Callers have the managers they passed in; only a synthesized state is new to them.
+        let before = (self.options.capture_before && synthesized).then(|| m.clone());
+        let (obj, mut m, comparison) = self.strip_apply(live, patch, m, &key, force)?;
+        let (object, changed) = match obj {
             Some(obj) => {
                 m.times.insert(key, Some(self.now));
-                Ok((obj, m, true))
+                (obj, true)
             }
-            None => Ok((without_managed_fields(live), m, false)),
-        }
+            None => (without_managed_fields(live), false),
+        };
+        Ok(Outcome {
+            object,
+            managed: m,
+            changed,
+            comparison: Some(comparison),
+            before,
+        })
     }
 
     fn strip_apply(
@@ -284,7 +371,7 @@ impl<'s> FieldManager<'s> {
         mut m: Managed,
         key: &str,
         force: bool,
-    ) -> Result<(Option<Value>, Managed), ManagerError> {
+    ) -> Result<(Option<Value>, Managed, Comparison), ManagerError> {
         if patch.str_at(&["apiVersion"]) != Some(self.api_version.as_str()) {
             return Err(ManagerError::BadRequest(format!(
                 "Incorrect version specified in apply patch. Specified patch version: {}, expected: {}",
@@ -300,13 +387,18 @@ impl<'s> FieldManager<'s> {
                 "metadata.managedFields must be nil".into(),
             ));
         }
-        self.check(patch, "patch object", false)?;
-        self.check(live, "live object", true)?;
-        let (obj, fields) = self
+        let set = typed::validate_to_field_set(self.schema, self.type_ref, patch).map_err(|e| {
+            ManagerError::Failed(format!("failed to convert patch object to smd typed: {e}"))
+        })?;
+        if !self.options.prepared {
+            self.check(live, "live object", true)?;
+        }
+        let applied = self
             .updater()
-            .apply(
+            .apply_with_set(
                 live,
                 patch,
+                set,
                 &self.api_version,
                 std::mem::take(&mut m.fields),
                 key,
@@ -316,8 +408,8 @@ impl<'s> FieldManager<'s> {
                 UpdateError::Conflicts(c) => ManagerError::Conflicts(c),
                 UpdateError::Failed(s) => ManagerError::Failed(s),
             })?;
-        m.fields = fields;
-        if let Some(o) = &obj {
+        m.fields = applied.managers;
+        if let Some(o) = &applied.object {
             if o.as_map().is_none() {
                 return Err(ManagerError::Failed(
                     "failed to convert new typed object to object".into(),
@@ -325,7 +417,7 @@ impl<'s> FieldManager<'s> {
             }
         }
         strip_fields(&mut m, key);
-        Ok((obj, m))
+        Ok((applied.object, m, applied.comparison))
     }
 
     /// A non-apply write (create, update, patch) of `new_obj` by `manager` (`FieldManager.Update`).
@@ -353,20 +445,26 @@ impl<'s> FieldManager<'s> {
             }
         };
         let new_obj = without_managed_fields(new_obj);
-        let (object, m, _) = if m.fields.is_empty()
+        let out = if m.fields.is_empty()
             && live
                 .str_at(&["metadata", "uid"])
                 .is_some_and(|u| !u.is_empty())
         {
             // An existing object whose tracking stopped: updates do not restart it.
-            (new_obj, m, true)
+            Outcome {
+                object: new_obj,
+                managed: m,
+                changed: true,
+                comparison: None,
+                before: None,
+            }
         } else {
             self.cap_managers(live, &new_obj, m, manager)?
         };
         Ok(ApplyOutcome {
-            changed: !object.strict_eq(live),
-            object,
-            entries: encode(&m),
+            changed: !out.object.strict_eq(live),
+            entries: encode(&out.managed),
+            object: out.object,
         })
     }
 
@@ -382,9 +480,9 @@ impl<'s> FieldManager<'s> {
             &self.api_version,
             &self.subresource,
         );
-        let (obj, mut m, changed) = self.timestamps_update(live, new_obj, m, &key)?;
-        cap_update_managers(&mut m, MAX_UPDATE_MANAGERS);
-        Ok((obj, m, changed))
+        let mut out = self.timestamps_update(live, new_obj, m, &key)?;
+        cap_update_managers(&mut out.managed, MAX_UPDATE_MANAGERS);
+        Ok(out)
     }
 
     fn timestamps_update(&self, live: &Value, new_obj: &Value, mut m: Managed, key: &str) -> Step {
@@ -412,7 +510,13 @@ impl<'s> FieldManager<'s> {
             m.fields.insert(key.to_string(), merged);
             m.times.insert(key.to_string(), Some(self.now));
         }
-        Ok((new_obj.clone(), m, true))
+        Ok(Outcome {
+            object: new_obj.clone(),
+            managed: m,
+            changed: true,
+            comparison: None,
+            before: None,
+        })
     }
 }
 
@@ -420,7 +524,7 @@ fn strip_fields(m: &mut Managed, key: &str) {
     let Some(vs) = m.fields.get_mut(key) else {
         return;
     };
-    vs.set = vs.set.difference(strip_set());
+    vs.set.remove_all(strip_set());
     if vs.set.is_empty() {
         m.fields.remove(key);
     }

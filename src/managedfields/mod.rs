@@ -11,7 +11,7 @@ pub use entry::{
     entries_to_value, format_time, identity, parse_identity, parse_time,
 };
 pub use manager::{
-    ApplyOutcome, FieldManager, LAST_APPLIED, MAX_UPDATE_MANAGERS, ManagerError,
-    cap_update_managers, remove_managed_fields,
+    ApplyOutcome, FieldManager, LAST_APPLIED, MAX_UPDATE_MANAGERS, ManagerError, ManagerOptions,
+    Outcome, Prepared, cap_update_managers, remove_managed_fields,
 };
 pub use status::{conflict_message, conflict_status, print_manager};

@@ -5,7 +5,7 @@ mod conflict;
 mod updater;
 
 pub use conflict::{Conflict, Conflicts};
-pub use updater::{UpdateError, Updater};
+pub use updater::{Applied, UpdateError, Updater};
 
 use crate::fieldpath::Set;
 use std::collections::BTreeMap;

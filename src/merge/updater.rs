@@ -3,7 +3,7 @@
 //! caller marks unknown are dropped, as kube-apiserver drops versions it no longer serves.
 
 use super::{Conflict, Conflicts, ManagedFields, VersionedSet};
-use crate::fieldpath::{Path, Set};
+use crate::fieldpath::{Path, PathElement, Set};
 use crate::schema::{Schema, TypeRef};
 use crate::typed::{self, Comparison};
 use crate::value::{self, Value};
@@ -26,6 +26,19 @@ pub struct Updater<'s> {
     pub ignored: &'s BTreeMap<String, Set>,
     /// API versions that can be converted to (`None`: all).
     pub known_versions: Option<&'s HashSet<String>>,
+    /// The managers' sets were already reconciled with this schema (see
+    /// [`crate::managedfields::Prepared`]); skip that pass.
+    pub reconciled: bool,
+}
+
+/// The result of a successful apply.
+#[derive(Clone, Debug)]
+pub struct Applied {
+    /// The new object, or `None` when nothing in the object changes.
+    pub object: Option<Value>,
+    pub managers: ManagedFields,
+    /// What changed between the live object and the result (reset fields excluded).
+    pub comparison: Comparison,
 }
 
 impl<'s> Updater<'s> {
@@ -50,6 +63,14 @@ impl<'s> Updater<'s> {
     /// Collapses ownership below fields that are atomic in the current schema; drops managers
     /// recorded at versions that cannot be converted.
     fn reconcile(&self, managers: ManagedFields) -> Result<ManagedFields, UpdateError> {
+        if self.reconciled {
+            return Ok(managers);
+        }
+        self.reconcile_all(managers)
+    }
+
+    /// Reconciles every manager's set with the schema (unconditionally).
+    pub fn reconcile_all(&self, managers: ManagedFields) -> Result<ManagedFields, UpdateError> {
         let mut out = ManagedFields::new();
         for (k, vs) in managers {
             if !self.convertible(&vs.api_version) {
@@ -71,17 +92,20 @@ impl<'s> Updater<'s> {
 
     /// The ownership pass shared by apply and update: other managers lose what changes
     /// (or it conflicts, unless `force`) and what is removed.
+    fn compare(&self, old: &Value, new: &Value) -> Result<Comparison, UpdateError> {
+        typed::compare(self.schema, self.type_ref, old, new)
+            .map_err(|e| UpdateError::Failed(format!("failed to compare objects: {e}")))
+    }
+
+    /// `raw` is the comparison of the old and the new object.
     fn update_managers(
         &self,
-        old: &Value,
-        new: &Value,
+        raw: Comparison,
         version: &str,
         managers: &mut ManagedFields,
         workflow: &str,
         force: bool,
     ) -> Result<Comparison, UpdateError> {
-        let raw = typed::compare(self.schema, self.type_ref, old, new)
-            .map_err(|e| UpdateError::Failed(format!("failed to compare objects: {e}")))?;
         let mut versions: BTreeMap<String, Comparison> = BTreeMap::new();
         versions.insert(version.to_string(), self.filter_cmp(version, &raw));
         let mut conflicts: Vec<(String, Set)> = Vec::new();
@@ -125,13 +149,13 @@ impl<'s> Updater<'s> {
         }
         for (k, cs) in conflicts {
             if let Some(vs) = managers.get_mut(&k) {
-                vs.set = vs.set.difference(&cs);
+                vs.set.remove_all(&cs);
             }
         }
         for k in removed {
             if let Some(vs) = managers.get_mut(&k) {
                 let rm = &versions[&vs.api_version].removed;
-                vs.set = vs.set.difference(rm);
+                vs.set.remove_all(rm);
             }
         }
         managers.retain(|_, vs| !vs.set.is_empty());
@@ -148,7 +172,8 @@ impl<'s> Updater<'s> {
         manager: &str,
     ) -> Result<ManagedFields, UpdateError> {
         let mut managers = self.reconcile(managers)?;
-        let cmp = self.update_managers(live, new, version, &mut managers, manager, true)?;
+        let raw = self.compare(live, new)?;
+        let cmp = self.update_managers(raw, version, &mut managers, manager, true)?;
         let prev = managers.remove(manager).map(|v| v.set).unwrap_or_default();
         let set = prev
             .difference(&cmp.removed)
@@ -178,14 +203,30 @@ impl<'s> Updater<'s> {
         managers: ManagedFields,
         manager: &str,
         force: bool,
-    ) -> Result<(Option<Value>, ManagedFields), UpdateError> {
+    ) -> Result<Applied, UpdateError> {
+        let set = typed::to_field_set(self.schema, self.type_ref, config)
+            .map_err(|e| UpdateError::Failed(format!("failed to get field set: {e}")))?;
+        self.apply_with_set(live, config, set, version, managers, manager, force)
+    }
+
+    /// [`Updater::apply`] with the config's field set already computed
+    /// ([`typed::validate_to_field_set`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn apply_with_set(
+        &self,
+        live: &Value,
+        config: &Value,
+        set: Set,
+        version: &str,
+        managers: ManagedFields,
+        manager: &str,
+        force: bool,
+    ) -> Result<Applied, UpdateError> {
         let mut managers = self.reconcile(managers)?;
         let merged = typed::merge(self.schema, self.type_ref, live, config)
             .map_err(|e| UpdateError::Failed(format!("failed to merge config: {e}")))?
             .unwrap_or(Value::Null);
         let last = managers.get(manager).cloned();
-        let set = typed::to_field_set(self.schema, self.type_ref, config)
-            .map_err(|e| UpdateError::Failed(format!("failed to get field set: {e}")))?;
         let set = self.filter(version, set);
         managers.insert(
             manager.to_string(),
@@ -195,14 +236,35 @@ impl<'s> Updater<'s> {
                 applied: true,
             },
         );
-        let merged = self.prune(merged, &managers, last.as_ref())?;
-        self.update_managers(live, &merged, version, &mut managers, manager, force)?;
-        let out = if value::equals(live, &merged) {
+        let (merged, pruned_nothing) = self.prune(merged, &managers, last.as_ref())?;
+        let raw = if pruned_nothing {
+            // `merged` differs from `live` only where the config says something.
+            typed::compare_merged(self.schema, self.type_ref, live, &merged, config)
+                .map_err(|e| UpdateError::Failed(format!("failed to compare objects: {e}")))?
+        } else {
+            self.compare(live, &merged)?
+        };
+        #[cfg(debug_assertions)]
+        if pruned_nothing {
+            let full = self.compare(live, &merged)?;
+            debug_assert!(
+                full.added.equals(&raw.added)
+                    && full.modified.equals(&raw.modified)
+                    && full.removed.equals(&raw.removed),
+                "guided comparison disagrees with the full comparison"
+            );
+        }
+        let comparison = self.update_managers(raw, version, &mut managers, manager, force)?;
+        let object = if value::equals(live, &merged) {
             None
         } else {
             Some(merged)
         };
-        Ok((out, managers))
+        Ok(Applied {
+            object,
+            managers,
+            comparison,
+        })
     }
 
     fn field_set(&self, v: &Value, what: &str) -> Result<Set, UpdateError> {
@@ -224,33 +286,32 @@ impl<'s> Updater<'s> {
         merged: Value,
         managers: &ManagedFields,
         last: Option<&VersionedSet>,
-    ) -> Result<Value, UpdateError> {
+    ) -> Result<(Value, bool), UpdateError> {
         let Some(last) = last.filter(|l| !l.set.is_empty()) else {
-            return Ok(merged);
+            return Ok((merged, true));
         };
         if !self.convertible(&last.api_version) {
-            return Ok(merged);
+            return Ok((merged, true));
         }
-        let last_named = self.named(&last.set);
-        let mut owned = Set::new();
-        for vs in managers.values() {
-            if self.convertible(&vs.api_version) {
-                owned.union_with(vs.set.clone());
-            }
-        }
-        let owned_named = self.named(&owned);
-        if nothing_to_prune(&last_named, &owned_named) {
+        let owned: Vec<&Set> = managers
+            .values()
+            .filter(|vs| self.convertible(&vs.api_version))
+            .map(|vs| &vs.set)
+            .collect();
+        if nothing_to_prune(self.schema, self.type_ref, &last.set, &owned, false) {
             #[cfg(debug_assertions)]
             {
+                let last_named = self.named(&last.set);
                 let full = self.prune_full(merged.clone(), managers, last, &last_named)?;
                 debug_assert!(
                     full.strict_eq(&merged),
                     "prune fast path disagrees with the full algorithm"
                 );
             }
-            return Ok(merged);
+            return Ok((merged, true));
         }
-        self.prune_full(merged, managers, last, &last_named)
+        let last_named = self.named(&last.set);
+        Ok((self.prune_full(merged, managers, last, &last_named)?, false))
     }
 
     /// The reference's three passes, unabridged.
@@ -295,32 +356,60 @@ impl<'s> Updater<'s> {
         // Remove items that became dangling: parents the applier owned whose owned children
         // were all removed above.
         let pruned_named = self.named(&self.field_set(&pruned, "pruned")?);
-        let dangling = merged_named.difference(&pruned_named).intersection(last_named);
+        let dangling = merged_named
+            .difference(&pruned_named)
+            .intersection(last_named);
         Ok(typed::remove_items(sc, tr, &merged, &dangling))
     }
 }
 
-/// True if pruning cannot remove anything: every node the applier owned (named fields
-/// promoted) is still owned by someone, and no unowned list item or map key sits between two
-/// nodes the applier owned (such an item would be removed with everything below it).
-fn nothing_to_prune(last: &Set, owned: &Set) -> bool {
-    fn walk(last: &Set, owned: Option<&Set>, below_member: bool) -> bool {
-        for m in last.members() {
-            if !owned.is_some_and(|o| o.has_member(m)) {
-                return false;
-            }
+/// True if pruning cannot remove anything: every node the applier owned (with declared struct
+/// fields that have owned children counted as owned, as `EnsureNamedFieldsAreMembers` does) is
+/// still owned by someone, and no unowned list item or map key sits between two nodes the
+/// applier owned (such an item would be removed with everything below it). Walks the applier's
+/// previous set with the schema, building nothing.
+fn nothing_to_prune(
+    schema: &Schema,
+    tr: &TypeRef,
+    last: &Set,
+    owned: &[&Set],
+    below: bool,
+) -> bool {
+    let atom = schema.resolve(tr);
+    let map = atom.as_ref().and_then(|a| a.map);
+    let list = atom.as_ref().and_then(|a| a.list);
+    let named = |pe: &PathElement| match (pe, map) {
+        (PathElement::Field(n), Some(m)) => m.find_field(n).is_some(),
+        _ => false,
+    };
+    let in_owned = |pe: &PathElement, is_named: bool| {
+        owned
+            .iter()
+            .any(|o| o.has_member(pe) || (is_named && o.child(pe).is_some()))
+    };
+    for m in last.members() {
+        if !in_owned(m, named(m)) {
+            return false;
         }
-        for (pe, sub) in last.children() {
-            let member = last.has_member(pe);
-            let owned_here = owned.is_some_and(|o| o.has_member(pe));
-            if !member && below_member && !owned_here {
-                return false;
-            }
-            if !walk(sub, owned.and_then(|o| o.child(pe)), below_member || member) {
-                return false;
-            }
-        }
-        true
     }
-    walk(last, Some(owned), false)
+    let mut below_owned: Vec<&Set> = Vec::with_capacity(owned.len());
+    for (pe, sub) in last.children() {
+        let is_named = named(pe);
+        let member = is_named || last.has_member(pe);
+        let owned_here = in_owned(pe, is_named);
+        if (member || below) && !owned_here {
+            return false;
+        }
+        let child_tr = match (pe, map, list) {
+            (PathElement::Field(n), Some(m), _) => crate::typed::field_type(m, n),
+            (PathElement::Key(_), _, Some(l)) => &l.element_type,
+            _ => &TypeRef::EMPTY,
+        };
+        below_owned.clear();
+        below_owned.extend(owned.iter().filter_map(|o| o.child(pe)));
+        if !nothing_to_prune(schema, child_tr, sub, &below_owned, below || member) {
+            return false;
+        }
+    }
+    true
 }

@@ -3,17 +3,15 @@
 use super::{ApplyRequest, FieldConflict, OwnedField, Owner, Prediction, Verdict, value_at};
 use crate::fieldpath::{Path, PathElement, Set};
 use crate::managedfields::{
-    ApplyOutcome, Identity, Managed, ManagedFieldsEntry, Operation, decode, format_time, identity,
-    parse_identity,
+    Identity, Managed, Operation, Outcome, format_time, identity, parse_identity,
 };
 use crate::merge::Conflicts;
-use crate::typed;
 use crate::value::Value;
 
 pub(super) struct Context<'a> {
     pub req: &'a ApplyRequest<'a>,
     pub live: &'a Value,
-    pub live_entries: &'a [ManagedFieldsEntry],
+    pub live_managed: &'a Managed,
     pub exists: bool,
 }
 
@@ -44,10 +42,6 @@ fn top_paths(s: &Set) -> Vec<Path> {
 }
 
 impl<'a> Context<'a> {
-    fn before(&self) -> Managed {
-        decode(self.live_entries).unwrap_or_default()
-    }
-
     fn value_in(&self, v: &Value, path: &[PathElement]) -> Option<Value> {
         value_at(self.req.schema, self.req.type_ref, v, path).cloned()
     }
@@ -65,10 +59,10 @@ impl<'a> Context<'a> {
         cs: &Conflicts,
         forced: impl Fn(&Identity) -> bool,
     ) -> Vec<FieldConflict> {
-        let before = self.before();
+        let before = self.live_managed;
         let mut out: Vec<FieldConflict> = Vec::new();
         for c in &cs.0 {
-            let o = owner(&c.manager, &before);
+            let o = owner(&c.manager, before);
             let allowed = parse_identity(&c.manager).is_some_and(|id| forced(&id));
             if let Some(existing) = out.iter_mut().find(|f| f.path_elements == c.path) {
                 existing.owners.push(o);
@@ -87,9 +81,9 @@ impl<'a> Context<'a> {
         out
     }
 
-    pub fn success(&self, out: ApplyOutcome, taken: Option<Conflicts>) -> Prediction {
-        let before = self.before();
-        let after = decode(&out.entries).unwrap_or_default();
+    pub fn success(&self, out: Outcome, taken: Option<Conflicts>) -> Prediction {
+        let before = out.before.as_ref().unwrap_or(self.live_managed);
+        let after = &out.managed;
         let name = if self.req.manager.is_empty() {
             "unknown"
         } else {
@@ -110,7 +104,7 @@ impl<'a> Context<'a> {
             .into_iter()
             .filter(|p| !taken_paths.contains(&p))
             .filter_map(|p| {
-                let owners = self.owners_of(&after, &p.0, &key);
+                let owners = self.owners_of(after, &p.0, &key);
                 (!owners.is_empty()).then(|| OwnedField {
                     path: p.to_string(),
                     value: self.value_in(&out.object, &p.0),
@@ -120,28 +114,24 @@ impl<'a> Context<'a> {
             })
             .collect();
 
-        let removed = if out.changed && self.exists {
-            match typed::compare(self.req.schema, self.req.type_ref, self.live, &out.object) {
-                Ok(cmp) => top_paths(&cmp.removed)
-                    .into_iter()
-                    .map(|p| OwnedField {
-                        path: p.to_string(),
-                        value: self.value_in(self.live, &p.0),
-                        owners: self.owners_of(&before, &p.0, ""),
-                        path_elements: p,
-                    })
-                    .collect(),
-                Err(_) => vec![],
-            }
-        } else {
-            vec![]
+        let removed = match (&out.comparison, out.changed && self.exists) {
+            (Some(cmp), true) => top_paths(&cmp.removed)
+                .into_iter()
+                .map(|p| OwnedField {
+                    path: p.to_string(),
+                    value: self.value_in(self.live, &p.0),
+                    owners: self.owners_of(before, &p.0, ""),
+                    path_elements: p,
+                })
+                .collect(),
+            _ => vec![],
         };
 
         let stuck = leaf_paths(&old_set.difference(new_set))
             .into_iter()
             .filter_map(|p| {
                 let value = self.value_in(&out.object, &p.0)?;
-                let owners = self.owners_of(&after, &p.0, &key);
+                let owners = self.owners_of(after, &p.0, &key);
                 (!owners.is_empty()).then(|| OwnedField {
                     path: p.to_string(),
                     path_elements: p,
@@ -169,7 +159,7 @@ impl<'a> Context<'a> {
             status: None,
             error: None,
             object: Some(out.object),
-            managed_fields: out.entries,
+            managed: out.managed,
         }
     }
 }

@@ -10,8 +10,8 @@ pub use lookup::value_at;
 
 use crate::fieldpath::{Path, Set};
 use crate::managedfields::{
-    ApplyOutcome, FieldManager, Identity, ManagedFieldsEntry, ManagerError, Time, conflict_message,
-    conflict_status, entries_from_value, parse_identity, remove_managed_fields,
+    FieldManager, Identity, Managed, ManagedFieldsEntry, ManagerError, ManagerOptions, Outcome,
+    Prepared, Time, conflict_message, conflict_status, encode, parse_identity,
 };
 use crate::merge::Conflicts;
 use crate::schema::{Schema, TypeRef};
@@ -32,8 +32,8 @@ pub enum ForcePolicy<'a> {
 pub struct ApplyRequest<'a> {
     pub schema: &'a Schema,
     pub type_ref: &'a TypeRef,
-    /// The stored object including `metadata.managedFields`; `None` for a create.
-    pub live: Option<&'a Value>,
+    /// The stored object, prepared ([`Prepared::new`]); `None` for a create.
+    pub live: Option<&'a Prepared>,
     /// The manifest (must not contain managedFields).
     pub config: &'a Value,
     pub manager: &'a str,
@@ -129,9 +129,10 @@ pub struct Prediction {
     /// The object after the apply (without managedFields), when it succeeds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub object: Option<Value>,
-    /// The managedFields after the apply, when it succeeds.
+    /// The managed fields after the apply, when it succeeds ([`Prediction::managed_fields`]
+    /// encodes them).
     #[serde(skip)]
-    pub managed_fields: Vec<ManagedFieldsEntry>,
+    pub managed: Managed,
 }
 
 impl Prediction {
@@ -147,8 +148,13 @@ impl Prediction {
             status: None,
             error: Some(error),
             object: None,
-            managed_fields: vec![],
+            managed: Managed::default(),
         }
+    }
+
+    /// `metadata.managedFields` after the apply, as kube-apiserver would write them.
+    pub fn managed_fields(&self) -> Vec<ManagedFieldsEntry> {
+        encode(&self.managed)
     }
 }
 
@@ -161,24 +167,15 @@ fn api_version_of(v: &Value) -> &str {
 pub fn predict(req: &ApplyRequest) -> Prediction {
     let api_version = api_version_of(req.config).to_string();
     let kind = req.config.str_at(&["kind"]).unwrap_or("").to_string();
-    let (live_obj, live_entries) = match req.live {
-        Some(l) => {
-            let entries = match l.get_path(&["metadata", "managedFields"]) {
-                Some(mf) => match entries_from_value(mf) {
-                    Ok(e) => e,
-                    Err(e) => return Prediction::invalid(format!("live object: {e}")),
-                },
-                None => vec![],
-            };
-            let mut obj = l.clone();
-            remove_managed_fields(&mut obj);
-            (obj, entries)
-        }
+    let created;
+    let (live_obj, live_managed) = match req.live {
+        Some(p) => (&p.object, p.managed.clone()),
         None => {
             let mut m = crate::value::Map::new();
             m.insert("apiVersion", Value::from(api_version.as_str()));
             m.insert("kind", Value::from(kind.as_str()));
-            (Value::Map(m), vec![])
+            created = Value::Map(m);
+            (&created, Managed::default())
         }
     };
     let fm = FieldManager {
@@ -190,9 +187,19 @@ pub fn predict(req: &ApplyRequest) -> Prediction {
         ignored: req.reset_fields,
         known_versions: None,
         now: req.now,
+        options: ManagerOptions {
+            prepared: req.live.is_some(),
+            capture_before: true,
+        },
     };
-    let first = fm.apply(&live_obj, req.config, &live_entries, req.manager, false);
-    let (outcome, taken): (Result<ApplyOutcome, ManagerError>, Option<Conflicts>) = match first {
+    let first = fm.apply_managed(
+        live_obj,
+        req.config,
+        live_managed.clone(),
+        req.manager,
+        false,
+    );
+    let (outcome, taken): (Result<Outcome, ManagerError>, Option<Conflicts>) = match first {
         Err(ManagerError::Conflicts(cs)) => {
             let allowed = match &req.force {
                 ForcePolicy::None => false,
@@ -204,7 +211,13 @@ pub fn predict(req: &ApplyRequest) -> Prediction {
             };
             if allowed {
                 (
-                    fm.apply(&live_obj, req.config, &live_entries, req.manager, true),
+                    fm.apply_managed(
+                        live_obj,
+                        req.config,
+                        live_managed.clone(),
+                        req.manager,
+                        true,
+                    ),
                     Some(cs),
                 )
             } else {
@@ -215,8 +228,8 @@ pub fn predict(req: &ApplyRequest) -> Prediction {
     };
     let ctx = explain::Context {
         req,
-        live: &live_obj,
-        live_entries: &live_entries,
+        live: live_obj,
+        live_managed: &live_managed,
         exists: req.live.is_some(),
     };
     match outcome {

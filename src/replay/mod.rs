@@ -487,6 +487,7 @@ fn run_step(sess: &mut Session, step: &StepInput, now: i64) -> StepResult {
         ignored,
         known_versions: known.as_ref(),
         now,
+        options: Default::default(),
     };
     let live = match &st.live {
         Some(l) => l.clone(),

@@ -1,8 +1,11 @@
 //! Comparison of two values of one type (smd `TypedValue.Compare`): which paths were added,
 //! modified or removed. List items compare by key, so a pure reorder changes nothing.
+//!
+//! The three result sets are built bottom-up: a subtree that did not change allocates nothing.
 
 use super::{
-    Handler, ListIndex, ValidationErrors, check_scalar, field_type, handler, invalid_atom, resolve,
+    At, Handler, ListIndex, ValidationErrors, check_scalar, field_type, handler, invalid_atom,
+    resolve,
 };
 use crate::fieldpath::{PathElement, Set};
 use crate::schema::{ElementRelationship, List, MapType, Schema, TypeRef};
@@ -37,124 +40,312 @@ pub fn compare(
     lhs: &Value,
     rhs: &Value,
 ) -> Result<Comparison, ValidationErrors> {
+    compare_impl(schema, tr, lhs, rhs, None)
+}
+
+/// Compares a validated `lhs` with `rhs = merge(lhs, config)` (nothing pruned), visiting only
+/// what `config` touches: wherever `config` has no entry, `rhs` equals `lhs` by construction
+/// (merging with nothing returns the left side unchanged), so there is nothing to find there.
+pub fn compare_merged(
+    schema: &Schema,
+    tr: &TypeRef,
+    lhs: &Value,
+    rhs: &Value,
+    config: &Value,
+) -> Result<Comparison, ValidationErrors> {
+    compare_impl(schema, tr, lhs, rhs, Some(Guide(Some(config))))
+}
+
+/// In guided mode, the config value at the current node (`Guide(None)`: the config has none).
+#[derive(Clone, Copy)]
+struct Guide<'v>(Option<&'v Value>);
+
+impl<'v> Guide<'v> {
+    fn key(g: Option<Self>, k: &str) -> Option<Self> {
+        g.map(|Guide(v)| Guide(v.and_then(Value::as_map).and_then(|m| m.get(k))))
+    }
+    /// True if the subtree is known to be unchanged (guided, and the config has nothing here).
+    fn untouched(g: Option<Self>) -> bool {
+        matches!(g, Some(Guide(None)))
+    }
+}
+
+fn compare_impl(
+    schema: &Schema,
+    tr: &TypeRef,
+    lhs: &Value,
+    rhs: &Value,
+    guide: Option<Guide>,
+) -> Result<Comparison, ValidationErrors> {
     let mut w = Walker {
         schema,
-        path: Vec::new(),
-        cmp: Comparison::default(),
         errs: ValidationErrors::default(),
     };
-    w.node(tr, Some(lhs), Some(rhs));
-    w.errs.into_result().map(|_| w.cmp)
+    // The root path itself is never recorded (smd ignores empty paths).
+    let d = w.node(&At::Root, tr, Some(lhs), Some(rhs), guide);
+    w.errs.into_result().map(|_| match d.below {
+        Some(b) => {
+            let [added, modified, removed] = *b;
+            Comparison {
+                added,
+                modified,
+                removed,
+            }
+        }
+        None => Comparison::default(),
+    })
+}
+
+const ADDED: u8 = 1;
+const MODIFIED: u8 = 2;
+const REMOVED: u8 = 4;
+
+/// What changed at one node: flags for the node's own path, sets for paths below it (boxed:
+/// most nodes do not change, and then nothing is allocated or dropped).
+#[derive(Default)]
+struct Diff {
+    here: u8,
+    below: Option<Box<[Set; 3]>>,
+}
+
+impl Diff {
+    fn flag(f: u8) -> Diff {
+        Diff {
+            here: f,
+            below: None,
+        }
+    }
+    fn is_empty(&self) -> bool {
+        self.here == 0 && self.below.is_none()
+    }
+    fn union(mut self, o: Diff) -> Diff {
+        self.here |= o.here;
+        match (&mut self.below, o.below) {
+            (Some(a), Some(b)) => {
+                let [x, y, z] = *b;
+                a[0].union_with(x);
+                a[1].union_with(y);
+                a[2].union_with(z);
+            }
+            (None, Some(b)) => self.below = Some(b),
+            _ => {}
+        }
+        self
+    }
+}
+
+/// Members and children of one result set under construction.
+#[derive(Default)]
+struct Parts {
+    members: Vec<PathElement>,
+    children: Vec<(PathElement, Set)>,
+}
+
+impl Parts {
+    fn add(&mut self, pe: &PathElement, here: bool, below: Set) {
+        if here {
+            self.members.push(pe.clone());
+        }
+        if !below.is_empty() {
+            self.children.push((pe.clone(), below));
+        }
+    }
+    fn finish(mut self) -> Set {
+        if self.members.len() > 1 {
+            self.members.sort_by(|a, b| a.compare(b));
+            self.members.dedup_by(|a, b| a.compare(b).is_eq());
+        }
+        if self.children.len() > 1 {
+            self.children.sort_by(|a, b| a.0.compare(&b.0));
+            let mut merged: Vec<(PathElement, Set)> = Vec::with_capacity(self.children.len());
+            for (pe, s) in self.children {
+                match merged.last_mut() {
+                    Some((last, ls)) if last.compare(&pe).is_eq() => ls.union_with(s),
+                    _ => merged.push((pe, s)),
+                }
+            }
+            self.children = merged;
+        }
+        Set::from_sorted_parts(self.members, self.children)
+    }
+}
+
+/// Accumulates the changes of a container's children.
+#[derive(Default)]
+struct Acc {
+    added: Parts,
+    modified: Parts,
+    removed: Parts,
+}
+
+impl Acc {
+    fn add(&mut self, pe: &PathElement, d: Diff) {
+        if d.is_empty() {
+            return;
+        }
+        let [a, m, r] = match d.below {
+            Some(b) => *b,
+            None => Default::default(),
+        };
+        self.added.add(pe, d.here & ADDED != 0, a);
+        self.modified.add(pe, d.here & MODIFIED != 0, m);
+        self.removed.add(pe, d.here & REMOVED != 0, r);
+    }
+    fn is_empty(&self) -> bool {
+        [&self.added, &self.modified, &self.removed]
+            .iter()
+            .all(|p| p.members.is_empty() && p.children.is_empty())
+    }
+    fn finish(self) -> Diff {
+        if self.is_empty() {
+            return Diff::default();
+        }
+        Diff {
+            here: 0,
+            below: Some(Box::new([
+                self.added.finish(),
+                self.modified.finish(),
+                self.removed.finish(),
+            ])),
+        }
+    }
 }
 
 struct Walker<'s> {
     schema: &'s Schema,
-    path: Vec<PathElement>,
-    cmp: Comparison,
     errs: ValidationErrors,
 }
 
+/// The two values compared at a node, and the guide (config) value in guided mode.
+#[derive(Clone, Copy)]
+struct Sides<'v> {
+    lhs: Option<&'v Value>,
+    rhs: Option<&'v Value>,
+    g: Option<Guide<'v>>,
+}
+
 impl<'s> Walker<'s> {
-    fn node(&mut self, tr: &'s TypeRef, lhs: Option<&Value>, rhs: Option<&Value>) {
+    fn node(
+        &mut self,
+        at: &At,
+        tr: &'s TypeRef,
+        lhs: Option<&Value>,
+        rhs: Option<&Value>,
+        g: Option<Guide>,
+    ) -> Diff {
         if lhs.is_none() && rhs.is_none() {
             self.errs
-                .push(&self.path, "at least one of lhs and rhs must be provided");
-            return;
+                .push_at(at, "at least one of lhs and rhs must be provided");
+            return Diff::default();
         }
         let a = match resolve(self.schema, tr) {
             Ok(a) => a,
-            Err(e) => return self.errs.push(&self.path, e),
+            Err(e) => {
+                self.errs.push_at(at, e);
+                return Diff::default();
+            }
         };
         let (al, ar) = (a.deduce(lhs), a.deduce(rhs));
         let mut in_leaf = false;
-        if rhs.is_none() {
-            self.handle(tr, handler(&al), lhs, rhs, &mut in_leaf);
+        let sides = Sides { lhs, rhs, g };
+        let mut d = if rhs.is_none() {
+            self.handle(at, tr, handler(&al), sides, &mut in_leaf)
         } else if lhs.is_none() || al.shape() == ar.shape() {
-            self.handle(tr, handler(&ar), lhs, rhs, &mut in_leaf);
+            self.handle(at, tr, handler(&ar), sides, &mut in_leaf)
         } else {
             let mut scratch = false;
-            self.handle(tr, handler(&al), lhs, rhs, &mut scratch);
-            self.handle(tr, handler(&ar), lhs, rhs, &mut in_leaf);
-        }
+            let first = self.handle(at, tr, handler(&al), sides, &mut scratch);
+            first.union(self.handle(at, tr, handler(&ar), sides, &mut in_leaf))
+        };
         if !in_leaf {
             if lhs.is_none() {
-                self.cmp.added.insert(&self.path);
+                d.here |= ADDED;
             } else if rhs.is_none() {
-                self.cmp.removed.insert(&self.path);
+                d.here |= REMOVED;
             }
         }
+        d
     }
 
-    fn leaf(&mut self, lhs: Option<&Value>, rhs: Option<&Value>, in_leaf: &mut bool) {
+    fn leaf(lhs: Option<&Value>, rhs: Option<&Value>, in_leaf: &mut bool) -> Diff {
         if *in_leaf {
-            return;
+            return Diff::default();
         }
         *in_leaf = true;
         match (lhs, rhs) {
-            (None, _) => self.cmp.added.insert(&self.path),
-            (_, None) => self.cmp.removed.insert(&self.path),
-            (Some(l), Some(r)) => {
-                if !value::equals(r, l) {
-                    self.cmp.modified.insert(&self.path)
-                }
-            }
+            (None, _) => Diff::flag(ADDED),
+            (_, None) => Diff::flag(REMOVED),
+            (Some(l), Some(r)) if !value::equals(r, l) => Diff::flag(MODIFIED),
+            _ => Diff::default(),
         }
     }
 
     fn handle(
         &mut self,
+        at: &At,
         tr: &'s TypeRef,
         h: Handler<'s>,
-        lhs: Option<&Value>,
-        rhs: Option<&Value>,
+        sides: Sides,
         in_leaf: &mut bool,
-    ) {
+    ) -> Diff {
+        let Sides { lhs, rhs, g } = sides;
         match h {
             Handler::Scalar(t) => {
                 let le = lhs.and_then(|v| check_scalar(t, v));
                 let re = rhs.and_then(|v| check_scalar(t, v));
                 if let (Some(le), Some(re)) = (le, re) {
-                    self.errs.push(&self.path, format!("lhs: {le}"));
-                    self.errs.push(&self.path, format!("rhs: {re}"));
-                    return;
+                    self.errs.push_at(at, format!("lhs: {le}"));
+                    self.errs.push_at(at, format!("rhs: {re}"));
+                    return Diff::default();
                 }
-                self.leaf(lhs, rhs, in_leaf);
+                Self::leaf(lhs, rhs, in_leaf)
             }
             Handler::List(l, er) => {
                 let ll = lhs.and_then(Value::as_list);
                 let rl = rhs.and_then(Value::as_list);
                 let empty = ll.is_none_or(|x| x.is_empty()) && rl.is_none_or(|x| x.is_empty());
                 if er == ElementRelationship::Atomic || empty {
-                    return self.leaf(lhs, rhs, in_leaf);
+                    return Self::leaf(lhs, rhs, in_leaf);
                 }
-                self.list_items(l, er, ll.unwrap_or(&[]), rl.unwrap_or(&[]));
+                self.list_items(at, l, er, ll.unwrap_or(&[]), rl.unwrap_or(&[]), g)
             }
             Handler::Map(m, er) => {
                 let lm = lhs.and_then(Value::as_map);
                 let rm = rhs.and_then(Value::as_map);
                 let empty = lm.is_none_or(|x| x.is_empty()) && rm.is_none_or(|x| x.is_empty());
                 if er == ElementRelationship::Atomic || empty {
-                    return self.leaf(lhs, rhs, in_leaf);
+                    return Self::leaf(lhs, rhs, in_leaf);
                 }
-                self.map_items(m, lm, rm);
+                self.map_items(at, m, lm, rm, g)
             }
-            Handler::Invalid => self.errs.push(&self.path, invalid_atom(tr)),
+            Handler::Invalid => {
+                self.errs.push_at(at, invalid_atom(tr));
+                Diff::default()
+            }
         }
     }
 
     fn map_items(
         &mut self,
+        at: &At,
         m: &'s MapType,
         lhs: Option<&crate::value::Map>,
         rhs: Option<&crate::value::Map>,
-    ) {
+        g: Option<Guide>,
+    ) -> Diff {
+        let mut acc = Acc::default();
         let rl = rhs.map(|r| r.lookup());
         if let Some(lm) = lhs {
-            for (k, lv) in lm.iter() {
-                let rv = rl.as_ref().and_then(|r| r.get(k));
-                self.path.push(PathElement::Field(k.clone()));
-                self.node(field_type(m, k), Some(lv), rv);
-                self.path.pop();
+            for (i, (k, lv)) in lm.iter().enumerate() {
+                let rv = rl.as_ref().and_then(|r| r.get_at(k, i));
+                let cg = Guide::key(g, k);
+                if rv.is_some() && Guide::untouched(cg) {
+                    continue;
+                }
+                let d = self.node(&at.field(k), field_type(m, k), Some(lv), rv, cg);
+                if !d.is_empty() {
+                    acc.add(&PathElement::Field(k.clone()), d);
+                }
             }
         }
         if let Some(rm) = rhs {
@@ -163,16 +354,42 @@ impl<'s> Walker<'s> {
                 if ll.as_ref().is_some_and(|l| l.contains(k)) {
                     continue;
                 }
-                self.path.push(PathElement::Field(k.clone()));
-                self.node(field_type(m, k), None, Some(rv));
-                self.path.pop();
+                let d = self.node(
+                    &at.field(k),
+                    field_type(m, k),
+                    None,
+                    Some(rv),
+                    Guide::key(g, k),
+                );
+                if !d.is_empty() {
+                    acc.add(&PathElement::Field(k.clone()), d);
+                }
             }
         }
+        acc.finish()
     }
 
-    fn list_items(&mut self, l: &'s List, er: ElementRelationship, lhs: &[Value], rhs: &[Value]) {
-        let li = self.index(l, er, lhs);
-        let ri = self.index(l, er, rhs);
+    fn list_items(
+        &mut self,
+        at: &At,
+        l: &'s List,
+        er: ElementRelationship,
+        lhs: &[Value],
+        rhs: &[Value],
+        g: Option<Guide>,
+    ) -> Diff {
+        let li = self.index(at, l, er, lhs);
+        let ri = self.index(at, l, er, rhs);
+        // In guided mode: the config's items, to tell which PEs it touches.
+        let gitems: &[Value] = match g {
+            Some(Guide(Some(v))) => v.as_list().unwrap_or(&[]),
+            _ => &[],
+        };
+        let gi = g.map(|_| ListIndex::build(self.schema, l, er, gitems).0);
+        let item_guide = |pe: &PathElement| -> Option<Guide> {
+            let gi = gi.as_ref()?;
+            Some(Guide(gi.find(pe).map(|i| &gitems[i])))
+        };
         // Every distinct PE, in first-appearance order over lhs, then rhs-only ones.
         let mut order: Vec<&PathElement> = Vec::new();
         for (i, pe) in li.pes.iter().enumerate() {
@@ -184,60 +401,71 @@ impl<'s> Walker<'s> {
         }
         for (i, pe) in ri.pes.iter().enumerate() {
             if let Some(pe) = pe {
-                if ri.is_first(i) && li.group(pe).is_empty() {
+                if ri.is_first(i) && li.find(pe).is_none() {
                     order.push(pe);
                 }
             }
         }
+        let mut acc = Acc::default();
         for pe in order {
             let lg = li.group(pe);
             let rg = ri.group(pe);
+            let (lg, rg) = (&lg[..], &rg[..]);
             let lv = |k: usize| &lhs[lg[k] as usize];
             let rv = |k: usize| &rhs[rg[k] as usize];
+            let here = at.item(pe);
+            let ig = item_guide(pe);
+            if !rg.is_empty() && Guide::untouched(ig) {
+                continue;
+            }
             match (lg.len(), rg.len()) {
-                (0, 0) => return,
+                (0, 0) => break,
                 (a, b) if a <= 1 && b <= 1 => {
-                    self.item(l, pe, (a == 1).then(|| lv(0)), (b == 1).then(|| rv(0)));
+                    let d = self.node(
+                        &here,
+                        &l.element_type,
+                        (a == 1).then(|| lv(0)),
+                        (b == 1).then(|| rv(0)),
+                        ig,
+                    );
+                    acc.add(pe, d);
                 }
                 (a, b) if a >= 2 && b >= 2 => {
                     let same = a == b && (0..a).all(|k| value::equals(lv(k), rv(k)));
                     if !same {
-                        self.path.push(pe.clone());
-                        self.cmp.modified.insert(&self.path);
-                        self.path.pop();
+                        acc.modified.members.push(pe.clone());
                     }
                 }
                 (a, b) if a >= 2 => {
                     if b > 0 {
-                        self.item(l, pe, None, Some(rv(0)));
+                        let d = self.node(&here, &l.element_type, None, Some(rv(0)), ig);
+                        acc.add(pe, d);
                     }
-                    self.path.push(pe.clone());
-                    self.cmp.removed.insert(&self.path);
-                    self.path.pop();
+                    acc.removed.members.push(pe.clone());
                 }
                 (a, _) => {
                     if a > 0 {
-                        self.item(l, pe, Some(lv(0)), None);
+                        let d = self.node(&here, &l.element_type, Some(lv(0)), None, ig);
+                        acc.add(pe, d);
                     }
-                    self.path.push(pe.clone());
-                    self.cmp.added.insert(&self.path);
-                    self.path.pop();
+                    acc.added.members.push(pe.clone());
                 }
             }
         }
+        acc.finish()
     }
 
-    fn index(&mut self, l: &'s List, er: ElementRelationship, items: &[Value]) -> ListIndex {
+    fn index(
+        &mut self,
+        at: &At,
+        l: &'s List,
+        er: ElementRelationship,
+        items: &[Value],
+    ) -> ListIndex {
         let (idx, problems) = ListIndex::build(self.schema, l, er, items);
         for (i, e) in problems {
-            self.errs.push(&self.path, format!("element {i}: {e}"));
+            self.errs.push_at(at, format!("element {i}: {e}"));
         }
         idx
-    }
-
-    fn item(&mut self, l: &'s List, pe: &PathElement, lhs: Option<&Value>, rhs: Option<&Value>) {
-        self.path.push(pe.clone());
-        self.node(&l.element_type, lhs, rhs);
-        self.path.pop();
     }
 }

@@ -115,8 +115,8 @@ impl<'s> Walker<'s> {
         let mut out = Map::with_capacity(cap);
         let rl = rhs.map(|r| r.lookup());
         if let Some(lm) = lhs {
-            for (k, lv) in lm.iter() {
-                let rv = rl.as_ref().and_then(|r| r.get(k));
+            for (i, (k, lv)) in lm.iter().enumerate() {
+                let rv = rl.as_ref().and_then(|r| r.get_at(k, i));
                 self.path.push(PathElement::Field(k.clone()));
                 let v = self.node(field_type(m, k), Some(lv), rv);
                 self.path.pop();
@@ -177,16 +177,17 @@ impl<'s> Walker<'s> {
         let lpe = |l: usize| li.pes[l].as_ref().expect("no problems");
         // The lhs twin of a PE: the item, or null when the live object repeats the key.
         let observed_lhs = |pe: &PathElement| -> Option<&Value> {
-            match li.group(pe) {
-                [] => None,
-                [one] => Some(&lhs[*one as usize]),
-                _ => Some(&Value::Null),
-            }
+            let first = li.find(pe)?;
+            Some(if li.group_len(first) == 1 {
+                &lhs[first]
+            } else {
+                &Value::Null
+            })
         };
-        let rhs_index = |pe: &PathElement| ri.group(pe).first().map(|&i| i as usize);
+        let rhs_index = |pe: &PathElement| ri.find(pe);
 
         let shared: Vec<usize> = (0..rhs.len())
-            .filter(|&r| !li.group(rpe(r)).is_empty())
+            .filter(|&r| li.find(rpe(r)).is_some())
             .collect();
         let mut ns = 0usize;
         let mut merged_r = vec![false; rhs.len()];

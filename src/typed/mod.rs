@@ -6,15 +6,13 @@ mod compare;
 mod merge;
 mod reconcile;
 mod remove;
-mod tofieldset;
 mod validate;
 
-pub use compare::{Comparison, compare};
+pub use compare::{Comparison, compare, compare_merged};
 pub use merge::merge;
 pub use reconcile::reconcile_field_set_with_schema;
 pub use remove::remove_items;
-pub use tofieldset::to_field_set;
-pub use validate::validate;
+pub use validate::{to_field_set, validate, validate_to_field_set};
 
 use crate::fieldpath::{KeyField, PathElement};
 use crate::schema::{ElementRelationship, List, Resolved, Schema, TypeRef};
@@ -230,12 +228,19 @@ pub(crate) fn is_untyped_deduced_map(m: &crate::schema::MapType) -> bool {
     deduced_ref && m.fields.is_empty()
 }
 
+/// Lists up to this length group their items by linear comparison (no sorting).
+const SMALL_LIST: usize = 16;
+
 /// The path elements of a list's items, grouped: which items share a PE, in original order.
 pub(crate) struct ListIndex {
     /// Per item, its PE (`None` if it could not be computed).
     pub pes: Vec<Option<PathElement>>,
-    /// Indexes of items with a PE, stably sorted by PE.
-    sorted: Vec<u32>,
+    /// Per item, the index of the first item with an equal PE (`u32::MAX`: no PE).
+    leader: Vec<u32>,
+    /// Per item that leads a group, the group's size (0 for other items).
+    size: Vec<u32>,
+    /// For long lists: leaders sorted by PE, for binary search.
+    sorted_leaders: Vec<u32>,
 }
 
 impl ListIndex {
@@ -258,48 +263,149 @@ impl ListIndex {
                 }
             })
             .collect();
-        let mut sorted: Vec<u32> = (0..pes.len() as u32)
-            .filter(|&i| pes[i as usize].is_some())
-            .collect();
-        sorted.sort_by(|&a, &b| {
-            let (x, y) = (pes[a as usize].as_ref(), pes[b as usize].as_ref());
-            x.expect("filtered").compare(y.expect("filtered"))
-        });
-        (ListIndex { pes, sorted }, problems)
+        let n = pes.len();
+        let mut leader = vec![u32::MAX; n];
+        let mut size = vec![0u32; n];
+        let mut sorted_leaders = Vec::new();
+        if n <= SMALL_LIST {
+            for i in 0..n {
+                let Some(pe) = &pes[i] else { continue };
+                let found = (0..i).find(|&j| {
+                    leader[j] == j as u32 && pes[j].as_ref().is_some_and(|p| p.compare(pe).is_eq())
+                });
+                let l = found.unwrap_or(i);
+                leader[i] = l as u32;
+                size[l] += 1;
+            }
+        } else {
+            let mut idx: Vec<u32> = (0..n as u32)
+                .filter(|&i| pes[i as usize].is_some())
+                .collect();
+            idx.sort_by(|&a, &b| {
+                let (x, y) = (pes[a as usize].as_ref(), pes[b as usize].as_ref());
+                x.expect("filtered").compare(y.expect("filtered"))
+            });
+            let mut k = 0;
+            while k < idx.len() {
+                let first = idx[k];
+                let pe = pes[first as usize].as_ref().expect("filtered");
+                let mut j = k;
+                while j < idx.len()
+                    && pes[idx[j] as usize]
+                        .as_ref()
+                        .expect("filtered")
+                        .compare(pe)
+                        .is_eq()
+                {
+                    leader[idx[j] as usize] = first;
+                    j += 1;
+                }
+                size[first as usize] = (j - k) as u32;
+                sorted_leaders.push(first);
+                k = j;
+            }
+        }
+        (
+            ListIndex {
+                pes,
+                leader,
+                size,
+                sorted_leaders,
+            },
+            problems,
+        )
+    }
+
+    fn pe(&self, i: u32) -> &PathElement {
+        self.pes[i as usize]
+            .as_ref()
+            .expect("indexed items have a PE")
+    }
+
+    /// The first item whose PE equals `pe`.
+    pub fn find(&self, pe: &PathElement) -> Option<usize> {
+        if self.sorted_leaders.is_empty() {
+            (0..self.pes.len())
+                .find(|&i| self.leader[i] == i as u32 && self.pe(i as u32).compare(pe).is_eq())
+        } else {
+            self.sorted_leaders
+                .binary_search_by(|&i| self.pe(i).compare(pe))
+                .ok()
+                .map(|k| self.sorted_leaders[k] as usize)
+        }
     }
 
     /// Item indexes whose PE equals `pe`, in original order.
-    pub fn group(&self, pe: &PathElement) -> &[u32] {
-        let lo = self.sorted.partition_point(|&i| {
-            self.pes[i as usize]
-                .as_ref()
-                .expect("pe")
-                .compare(pe)
-                .is_lt()
-        });
-        let hi = self.sorted.partition_point(|&i| {
-            self.pes[i as usize]
-                .as_ref()
-                .expect("pe")
-                .compare(pe)
-                .is_le()
-        });
-        &self.sorted[lo..hi]
+    pub fn group(&self, pe: &PathElement) -> Vec<u32> {
+        match self.find(pe) {
+            None => Vec::new(),
+            Some(first) if self.size[first] == 1 => vec![first as u32],
+            Some(first) => (first..self.pes.len())
+                .filter(|&i| self.leader[i] == first as u32)
+                .map(|i| i as u32)
+                .collect(),
+        }
+    }
+
+    /// How many items share the PE of the group led by `first`.
+    pub fn group_len(&self, first: usize) -> usize {
+        self.size[first] as usize
     }
 
     /// True if item `i` is the first item with its PE.
     pub fn is_first(&self, i: usize) -> bool {
-        match &self.pes[i] {
-            Some(pe) => self.group(pe).first() == Some(&(i as u32)),
-            None => false,
-        }
+        self.leader[i] == i as u32
     }
 
     /// True if item `i`'s PE occurs more than once.
     pub fn is_duplicated(&self, i: usize) -> bool {
-        match &self.pes[i] {
-            Some(pe) => self.group(pe).len() > 1,
-            None => false,
+        self.leader[i] != u32::MAX && self.size[self.leader[i] as usize] > 1
+    }
+}
+
+/// Where a walker is, as a chain of borrowed steps: free to extend, turned into a printed
+/// path only when an error needs one.
+#[derive(Clone, Copy)]
+pub(crate) enum At<'a> {
+    Root,
+    Field(&'a At<'a>, &'a str),
+    Item(&'a At<'a>, &'a PathElement),
+}
+
+impl<'a> At<'a> {
+    pub fn field(&'a self, name: &'a str) -> At<'a> {
+        At::Field(self, name)
+    }
+    pub fn item(&'a self, pe: &'a PathElement) -> At<'a> {
+        At::Item(self, pe)
+    }
+    /// The path from the root.
+    pub fn path(&self) -> Vec<PathElement> {
+        let mut out = Vec::new();
+        let mut cur = self;
+        loop {
+            match cur {
+                At::Root => break,
+                At::Field(p, n) => {
+                    out.push(PathElement::field(n));
+                    cur = p;
+                }
+                At::Item(p, pe) => {
+                    out.push((*pe).clone());
+                    cur = p;
+                }
+            }
         }
+        out.reverse();
+        out
+    }
+}
+
+impl ValidationErrors {
+    pub(crate) fn push_at(&mut self, at: &At, message: impl Into<String>) {
+        self.0.push(ValidationError {
+            path: path_string(&at.path()),
+            message: message.into(),
+        });
     }
 }

@@ -1,12 +1,13 @@
-//! Validation of a value against its schema (smd `TypedValue.Validate`): types of scalars,
-//! undeclared fields, list-map keys and duplicate items.
+//! Validation of a value against its schema (smd `TypedValue.Validate`: scalar types, undeclared
+//! fields, list-map keys, duplicate items) and the field set it claims (smd `ToFieldSet`), in one
+//! walk that can do either or both: an applied config needs both, and walking it twice would
+//! double the cost of every prediction.
 
 use super::{
-    Handler, ValidationErrors, check_scalar, field_type, handler, invalid_atom, list_item_pe,
-    resolve,
+    At, Handler, ListIndex, ValidationErrors, check_scalar, handler, invalid_atom, resolve,
 };
-use crate::fieldpath::PathElement;
-use crate::schema::{ElementRelationship, Schema, TypeRef};
+use crate::fieldpath::{PathElement, Set};
+use crate::schema::{ElementRelationship, List, Schema, TypeRef};
 use crate::value::Value;
 
 /// Validates `v` as type `tr`. Duplicate list-map keys and set values are errors unless
@@ -19,98 +20,237 @@ pub fn validate(
 ) -> Result<(), ValidationErrors> {
     let mut w = Walker {
         schema,
+        validate: true,
+        build: false,
         allow_duplicates,
-        path: Vec::new(),
         errs: ValidationErrors::default(),
     };
-    w.walk(tr, v);
+    w.node(&At::Root, 0, tr, v);
     w.errs.into_result()
 }
 
-struct Walker<'s> {
-    schema: &'s Schema,
-    allow_duplicates: bool,
-    path: Vec<PathElement>,
-    errs: ValidationErrors,
+/// The field set of `v` as type `tr` (smd `ToFieldSet`): scalars and atomic containers as
+/// leaves, list items and undeclared map keys as members, null and `{}` values as members,
+/// duplicated list items as single atomic leaves. `v` must be valid.
+pub fn to_field_set(schema: &Schema, tr: &TypeRef, v: &Value) -> Result<Set, ValidationErrors> {
+    let mut w = Walker {
+        schema,
+        validate: false,
+        build: true,
+        allow_duplicates: true,
+        errs: ValidationErrors::default(),
+    };
+    let (_, set) = w.node(&At::Root, 0, tr, v);
+    w.errs.into_result().map(|_| set)
+}
+
+/// [`validate`] (duplicates rejected, as for applied configs) and [`to_field_set`] in one walk.
+pub fn validate_to_field_set(
+    schema: &Schema,
+    tr: &TypeRef,
+    v: &Value,
+) -> Result<Set, ValidationErrors> {
+    let mut w = Walker {
+        schema,
+        validate: true,
+        build: true,
+        allow_duplicates: false,
+        errs: ValidationErrors::default(),
+    };
+    let (_, set) = w.node(&At::Root, 0, tr, v);
+    w.errs.into_result().map(|_| set)
 }
 
 /// Values built in code can be deeper than parsed documents; refuse before recursing too far.
 const MAX_PATH_DEPTH: usize = 2 * crate::value::MAX_DEPTH;
 
+struct Walker<'s> {
+    schema: &'s Schema,
+    validate: bool,
+    build: bool,
+    allow_duplicates: bool,
+    errs: ValidationErrors,
+}
+
 impl<'s> Walker<'s> {
-    fn walk(&mut self, tr: &'s TypeRef, v: &Value) {
-        if self.path.len() > MAX_PATH_DEPTH {
-            return self.errs.push(&self.path, "nesting too deep");
+    /// Returns whether the node's own path belongs to the set, and the set below it. With
+    /// `build` off (or inside an atomic part) nothing is built; validation still descends.
+    fn node(&mut self, at: &At, depth: usize, tr: &'s TypeRef, v: &Value) -> (bool, Set) {
+        if depth > MAX_PATH_DEPTH {
+            self.errs.push_at(at, "nesting too deep");
+            return (false, Set::new());
         }
         let atom = match resolve(self.schema, tr) {
             Ok(a) => a.deduce(Some(v)),
-            Err(e) => return self.errs.push(&self.path, e),
+            Err(e) => {
+                self.errs.push_at(at, e);
+                return (false, Set::new());
+            }
         };
         match handler(&atom) {
             Handler::Scalar(t) => {
-                if let Some(e) = check_scalar(t, v) {
-                    self.errs.push(&self.path, e);
-                }
-            }
-            Handler::List(l, er) => match v {
-                Value::Null => {}
-                Value::List(items) => self.list(l, er, items),
-                other => self.errs.push(
-                    &self.path,
-                    format!("expected list, got {}", other.type_name()),
-                ),
-            },
-            Handler::Map(m, _) => match v {
-                Value::Null => {}
-                Value::Map(map) => {
-                    for (k, val) in map.iter() {
-                        let ftr = field_type(m, k);
-                        self.path.push(PathElement::Field(k.clone()));
-                        if m.find_field(k).is_none() && ftr.is_empty() {
-                            self.errs.push(&self.path, "field not declared in schema");
-                            self.path.pop();
-                            return;
-                        }
-                        self.walk(ftr, val);
-                        self.path.pop();
+                if self.validate {
+                    if let Some(e) = check_scalar(t, v) {
+                        self.errs.push_at(at, e);
                     }
                 }
-                other => self.errs.push(
-                    &self.path,
-                    format!("expected map, got {}", other.type_name()),
-                ),
-            },
-            Handler::Invalid => self.errs.push(&self.path, invalid_atom(tr)),
+                (true, Set::new())
+            }
+            Handler::List(l, er) => {
+                let items = match v {
+                    Value::List(items) => Some(items.as_slice()),
+                    Value::Null => None,
+                    other => {
+                        if self.validate {
+                            self.errs
+                                .push_at(at, format!("expected list, got {}", other.type_name()));
+                        }
+                        None
+                    }
+                };
+                if er == ElementRelationship::Atomic {
+                    if self.validate {
+                        if let Some(items) = items {
+                            self.atomic_items(at, depth, l, items);
+                        }
+                    }
+                    return (true, Set::new());
+                }
+                match items {
+                    Some(items) => (false, self.list_items(at, depth, l, er, items)),
+                    None => (false, Set::new()),
+                }
+            }
+            Handler::Map(m, er) => {
+                let map = match v {
+                    Value::Map(map) => Some(map),
+                    Value::Null => None,
+                    other => {
+                        if self.validate {
+                            self.errs
+                                .push_at(at, format!("expected map, got {}", other.type_name()));
+                        }
+                        None
+                    }
+                };
+                let Some(map) = map else {
+                    return (er == ElementRelationship::Atomic, Set::new());
+                };
+                let build = self.build && er != ElementRelationship::Atomic;
+                let saved = self.build;
+                self.build = build;
+                let mut members = Vec::new();
+                let mut children = Vec::new();
+                for (k, val) in map.iter() {
+                    let declared = m.find_field(k);
+                    let ftr = declared.map_or(&m.element_type, |f| &f.ty);
+                    if self.validate && declared.is_none() && ftr.is_empty() {
+                        self.errs
+                            .push_at(&at.field(k), "field not declared in schema");
+                        break;
+                    }
+                    let (own, sub) = self.node(&at.field(k), depth + 1, ftr, val);
+                    if build {
+                        let empty_map = matches!(val, Value::Map(x) if x.is_empty());
+                        if own || val.is_null() || empty_map || declared.is_none() {
+                            members.push(PathElement::Field(k.clone()));
+                        }
+                        if !sub.is_empty() {
+                            children.push((PathElement::Field(k.clone()), sub));
+                        }
+                    }
+                }
+                self.build = saved;
+                if er == ElementRelationship::Atomic {
+                    return (true, Set::new());
+                }
+                (false, assemble(members, children))
+            }
+            Handler::Invalid => {
+                self.errs.push_at(at, invalid_atom(tr));
+                (false, Set::new())
+            }
         }
     }
 
-    fn list(&mut self, l: &'s crate::schema::List, er: ElementRelationship, items: &[Value]) {
-        let mut seen: Vec<PathElement> = Vec::new();
+    /// Validation of an atomic list's items (they are indexed, never owned separately).
+    fn atomic_items(&mut self, at: &At, depth: usize, l: &'s List, items: &[Value]) {
+        let saved = self.build;
+        self.build = false;
         for (i, child) in items.iter().enumerate() {
-            let pe = if er != ElementRelationship::Associative {
-                PathElement::Index(i as i64)
-            } else {
-                match list_item_pe(self.schema, l, er, child) {
-                    Ok(pe) => pe,
-                    Err(e) => {
-                        self.errs.push(&self.path, format!("element {i}: {e}"));
-                        return;
-                    }
+            let pe = PathElement::Index(i as i64);
+            self.node(&at.item(&pe), depth + 1, &l.element_type, child);
+        }
+        self.build = saved;
+    }
+
+    fn list_items(
+        &mut self,
+        at: &At,
+        depth: usize,
+        l: &'s List,
+        er: ElementRelationship,
+        items: &[Value],
+    ) -> Set {
+        if er != ElementRelationship::Associative {
+            // Not a valid relationship for a list: smd validates the items by index and owns
+            // nothing below (item PEs cannot be computed).
+            if self.validate {
+                self.atomic_items(at, depth, l, items);
+            }
+            return Set::new();
+        }
+        let (idx, problems) = ListIndex::build(self.schema, l, er, items);
+        // Validation stops at the first item without a PE (items before it are checked).
+        let stop = match problems.first() {
+            Some((i, _)) if self.validate => *i,
+            _ => items.len(),
+        };
+        let mut members = Vec::with_capacity(items.len());
+        let mut children = Vec::new();
+        for (i, item) in items.iter().enumerate().take(stop) {
+            let Some(pe) = &idx.pes[i] else { continue };
+            let dup = idx.is_duplicated(i);
+            if self.validate && dup && !idx.is_first(i) && !self.allow_duplicates {
+                self.errs
+                    .push_at(at, format!("duplicate entries for key {pe}"));
+            }
+            if dup {
+                // A repeated key is owned as one atomic leaf.
+                if self.build && idx.is_first(i) {
+                    members.push(pe.clone());
                 }
-            };
-            if er == ElementRelationship::Associative {
-                match seen.binary_search_by(|s| s.compare(&pe)) {
-                    Ok(_) if !self.allow_duplicates => {
-                        self.errs
-                            .push(&self.path, format!("duplicate entries for key {pe}"));
-                    }
-                    Ok(_) => {}
-                    Err(pos) => seen.insert(pos, pe.clone()),
+                if self.validate {
+                    let saved = self.build;
+                    self.build = false;
+                    self.node(&at.item(pe), depth + 1, &l.element_type, item);
+                    self.build = saved;
+                }
+                continue;
+            }
+            let (_, sub) = self.node(&at.item(pe), depth + 1, &l.element_type, item);
+            if self.build {
+                members.push(pe.clone());
+                if !sub.is_empty() {
+                    children.push((pe.clone(), sub));
                 }
             }
-            self.path.push(pe);
-            self.walk(&l.element_type, child);
-            self.path.pop();
         }
+        if let (true, Some((i, e))) = (self.validate, problems.first()) {
+            self.errs.push_at(at, format!("element {i}: {e}"));
+        }
+        assemble(members, children)
     }
+}
+
+fn assemble(mut members: Vec<PathElement>, mut children: Vec<(PathElement, Set)>) -> Set {
+    if members.len() > 1 {
+        members.sort_by(|a, b| a.compare(b));
+        members.dedup_by(|a, b| a.compare(b).is_eq());
+    }
+    if children.len() > 1 {
+        children.sort_by(|a, b| a.0.compare(&b.0));
+        children.dedup_by(|a, b| a.0.compare(&b.0).is_eq());
+    }
+    Set::from_sorted_parts(members, children)
 }

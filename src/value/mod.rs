@@ -262,6 +262,17 @@ pub struct MapLookup<'a> {
 }
 
 impl<'a> MapLookup<'a> {
+    /// Like [`MapLookup::get`], trying position `hint` first (maps being compared or merged
+    /// usually list their keys in the same order).
+    pub fn get_at(&self, key: &str, hint: usize) -> Option<&'a Value> {
+        if let Some((k, v)) = self.map.entries.get(hint) {
+            if k == key {
+                return Some(v);
+            }
+        }
+        self.get(key)
+    }
+
     pub fn get(&self, key: &str) -> Option<&'a Value> {
         match &self.index {
             Some(idx) => idx.get(key).map(|&i| &self.map.entries[i].1),
