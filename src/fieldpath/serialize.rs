@@ -5,7 +5,7 @@
 
 use super::element::{KeyField, PathElement};
 use super::set::Set;
-use crate::value::gofmt::{Escape, write_json_string};
+use crate::value::gofmt::{Escape, write_json_string, write_json_string_body};
 use crate::value::json::{self as vjson, Style};
 use crate::value::{Map, Str, Value};
 use std::fmt::Write;
@@ -141,13 +141,10 @@ fn pe_text(s: &mut String, pe: &PathElement) {
 
 fn write_key(out: &mut String, buf: &mut String, pe: &PathElement) {
     if let PathElement::Field(n) = pe {
-        // Fast path: plain field names need no escaping.
-        if n.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-            out.push_str("\"f:");
-            out.push_str(n);
-            out.push('"');
-            return;
-        }
+        out.push_str("\"f:");
+        write_json_string_body(out, n, Escape::Minimal);
+        out.push('"');
+        return;
     }
     buf.clear();
     pe_text(buf, pe);

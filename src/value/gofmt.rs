@@ -180,56 +180,92 @@ pub fn quote(s: &str) -> String {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+/// Per byte: 0 = copy as is, 1 = escape, 2 = maybe U+2028/U+2029 (lead byte 0xE2).
+const fn table(esc: Escape) -> [u8; 256] {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = 1;
+        i += 1;
+    }
+    t[b'"' as usize] = 1;
+    t[b'\\' as usize] = 1;
+    if matches!(esc, Escape::Html) {
+        t[b'<' as usize] = 1;
+        t[b'>' as usize] = 1;
+        t[b'&' as usize] = 1;
+    }
+    if !matches!(esc, Escape::Minimal) {
+        t[0xE2] = 2;
+    }
+    t
+}
+
+static HTML: [u8; 256] = table(Escape::Html);
+static NO_HTML: [u8; 256] = table(Escape::NoHtml);
+static MINIMAL: [u8; 256] = table(Escape::Minimal);
+
 /// Appends `s` as a JSON string literal with the given escaping rules.
 pub fn write_json_string(out: &mut String, s: &str, esc: Escape) {
     out.push('"');
+    write_json_string_body(out, s, esc);
+    out.push('"');
+}
+
+/// Appends the escaped contents of a JSON string literal (without the quotes).
+pub fn write_json_string_body(out: &mut String, s: &str, esc: Escape) {
+    let t = match esc {
+        Escape::Html => &HTML,
+        Escape::NoHtml => &NO_HTML,
+        Escape::Minimal => &MINIMAL,
+    };
     let bytes = s.as_bytes();
     let mut start = 0;
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
-        let repl: Option<&str> = match b {
-            b'"' => Some("\\\""),
-            b'\\' => Some("\\\\"),
-            b'\n' => Some("\\n"),
-            b'\r' => Some("\\r"),
-            b'\t' => Some("\\t"),
-            b'<' if esc == Escape::Html => Some("\\u003c"),
-            b'>' if esc == Escape::Html => Some("\\u003e"),
-            b'&' if esc == Escape::Html => Some("\\u0026"),
-            0xE2 if esc != Escape::Minimal
-                && i + 2 < bytes.len()
-                && bytes[i + 1] == 0x80
-                && (bytes[i + 2] == 0xA8 || bytes[i + 2] == 0xA9) =>
-            {
-                Some(if bytes[i + 2] == 0xA8 {
-                    "\\u2028"
-                } else {
-                    "\\u2029"
-                })
+        match t[b as usize] {
+            0 => {
+                i += 1;
+                continue;
             }
-            _ => None,
-        };
-        if let Some(r) = repl {
-            out.push_str(&s[start..i]);
-            out.push_str(r);
-            i += if b == 0xE2 { 3 } else { 1 };
-            start = i;
-            continue;
+            2 => {
+                if i + 2 < bytes.len()
+                    && bytes[i + 1] == 0x80
+                    && (bytes[i + 2] == 0xA8 || bytes[i + 2] == 0xA9)
+                {
+                    out.push_str(&s[start..i]);
+                    out.push_str(if bytes[i + 2] == 0xA8 {
+                        "\\u2028"
+                    } else {
+                        "\\u2029"
+                    });
+                    i += 3;
+                    start = i;
+                } else {
+                    i += 1;
+                }
+                continue;
+            }
+            _ => {}
         }
-        if b < 0x20 {
-            out.push_str(&s[start..i]);
-            out.push_str("\\u00");
-            out.push(HEX[(b >> 4) as usize] as char);
-            out.push(HEX[(b & 0xF) as usize] as char);
-            i += 1;
-            start = i;
-            continue;
+        out.push_str(&s[start..i]);
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            b => {
+                out.push_str("\\u00");
+                out.push(HEX[(b >> 4) as usize] as char);
+                out.push(HEX[(b & 0xF) as usize] as char);
+            }
         }
         i += 1;
+        start = i;
     }
     out.push_str(&s[start..]);
-    out.push('"');
 }
 
 #[cfg(test)]

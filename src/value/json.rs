@@ -193,7 +193,17 @@ pub fn write(out: &mut String, v: &Value, style: Style) {
         Value::Int(i) => {
             out.push_str(itoa_buf(*i).as_str());
         }
-        Value::Float(f) => out.push_str(&format_float_json(*f, style.floats)),
+        Value::Float(f) => {
+            // Integral values below 2^53 print like integers in every Go style.
+            if f.fract() == 0.0
+                && f.abs() < 9.007_199_254_740_992e15
+                && !(*f == 0.0 && f.is_sign_negative())
+            {
+                out.push_str(itoa_buf(*f as i64).as_str());
+            } else {
+                out.push_str(&format_float_json(*f, style.floats));
+            }
+        }
         Value::String(s) => write_json_string(out, s, style.escape),
         Value::List(l) => {
             out.push('[');
