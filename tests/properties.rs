@@ -189,6 +189,34 @@ proptest! {
         }
     }
 
+    /// The one-pass apply walk answers exactly what validation, merge and comparison answer,
+    /// and declines every config validation rejects.
+    #[test]
+    fn apply_walk_agrees_with_the_reference_operations(live in document(), config in document()) {
+        let s = schema();
+        let tr = s.type_ref(s.type_for(&Gvk::new("apps", "v1", "Deployment")).unwrap());
+        let deduced = Schema::deduced();
+        let dtr = deduced.type_ref("__untyped_deduced_");
+        for (sc, t) in [(s, &tr), (&deduced, &dtr)] {
+            if typed::validate(sc, t, &live, true).is_err() {
+                continue;
+            }
+            let walk = typed::apply_walk(sc, t, &live, &config);
+            let Ok(set) = typed::validate_to_field_set(sc, t, &config) else {
+                prop_assert!(walk.is_none(), "accepted an invalid config");
+                continue;
+            };
+            let Some(walk) = walk else { continue };
+            prop_assert!(walk.set.equals(&set));
+            let merged = typed::merge(sc, t, &live, &config).unwrap().unwrap_or(Value::Null);
+            prop_assert!(walk.merged.strict_eq(&merged));
+            let cmp = typed::compare_merged(sc, t, &live, &merged, &config).unwrap();
+            prop_assert!(walk.comparison.added.equals(&cmp.added));
+            prop_assert!(walk.comparison.modified.equals(&cmp.modified));
+            prop_assert!(walk.comparison.removed.equals(&cmp.removed));
+        }
+    }
+
     #[test]
     fn applying_arbitrary_documents_never_panics(spec in document(), live_spec in document()) {
         let s = schema();

@@ -247,7 +247,8 @@ impl Set {
     /// Removes the exact members of `other` ("parent − child = parent", "child − parent = child").
     pub fn difference(&self, other: &Set) -> Set {
         let members = diff_members(&self.members, &other.members);
-        let mut children = Vec::with_capacity(self.children.len());
+        // Grown on demand: the difference of two similar sets is mostly empty nodes.
+        let mut children = Vec::new();
         let (mut i, mut j) = (0, 0);
         while i < self.children.len() && j < other.children.len() {
             match self.children[i].0.compare(&other.children[j].0) {
@@ -291,7 +292,7 @@ impl Set {
     /// Removes each member of `other` together with its whole subtree.
     pub fn recursive_difference(&self, other: &Set) -> Set {
         let members = diff_members(&self.members, &other.members);
-        let mut children = Vec::with_capacity(self.children.len());
+        let mut children = Vec::new();
         let (mut i, mut j) = (0, 0);
         while i < self.children.len() && j < other.children.len() {
             let (pe, sub) = &self.children[i];
@@ -450,7 +451,7 @@ fn union_children(a: &[(PathElement, Set)], b: &[(PathElement, Set)]) -> Vec<(Pa
 }
 
 fn diff_members(a: &[PathElement], b: &[PathElement]) -> Vec<PathElement> {
-    let mut out = Vec::with_capacity(a.len());
+    let mut out = Vec::new();
     let (mut i, mut j) = (0, 0);
     while i < a.len() && j < b.len() {
         match a[i].compare(&b[j]) {

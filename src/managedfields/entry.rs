@@ -129,7 +129,7 @@ pub fn decode(entries: &[ManagedFieldsEntry]) -> Result<Managed, String> {
         m.fields.insert(
             key.clone(),
             VersionedSet {
-                set,
+                set: set.into(),
                 api_version: e.api_version.clone(),
                 applied: op == Operation::Apply,
             },

@@ -12,6 +12,7 @@ use crate::typed::Comparison;
 use crate::value::json::Style;
 use crate::value::{Map, Value};
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 /// kubectl's client-side-apply annotation.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -255,10 +256,10 @@ impl<'s> FieldManager<'s> {
         manager: &str,
         force: bool,
     ) -> Step {
-        let res = self.skip_non_applied(live, patch, m.clone(), manager, force);
         if manager != "kubectl" {
-            return res;
+            return self.skip_non_applied(live, patch, m, manager, force);
         }
+        let res = self.skip_non_applied(live, patch, m.clone(), manager, force);
         let Err(ManagerError::Conflicts(cs)) = &res else {
             return res;
         };
@@ -387,27 +388,50 @@ impl<'s> FieldManager<'s> {
                 "metadata.managedFields must be nil".into(),
             ));
         }
-        let set = typed::validate_to_field_set(self.schema, self.type_ref, patch).map_err(|e| {
-            ManagerError::Failed(format!("failed to convert patch object to smd typed: {e}"))
-        })?;
-        if !self.options.prepared {
-            self.check(live, "live object", true)?;
-        }
-        let applied = self
-            .updater()
-            .apply_with_set(
+        // One walk when it can (the live object must be known valid); else the reference's
+        // three steps, which also produce its exact errors.
+        let live_valid = self.options.prepared
+            || typed::validate(self.schema, self.type_ref, live, true).is_ok();
+        let walk = live_valid
+            .then(|| typed::apply_walk(self.schema, self.type_ref, live, patch))
+            .flatten();
+        let fields = std::mem::take(&mut m.fields);
+        let applied = match walk {
+            Some(walk) => self.updater().apply_walked(
                 live,
                 patch,
-                set,
+                walk,
                 &self.api_version,
-                std::mem::take(&mut m.fields),
+                fields,
                 key,
                 force,
-            )
-            .map_err(|e| match e {
-                UpdateError::Conflicts(c) => ManagerError::Conflicts(c),
-                UpdateError::Failed(s) => ManagerError::Failed(s),
-            })?;
+            ),
+            None => {
+                let set = typed::validate_to_field_set(self.schema, self.type_ref, patch).map_err(
+                    |e| {
+                        ManagerError::Failed(format!(
+                            "failed to convert patch object to smd typed: {e}"
+                        ))
+                    },
+                )?;
+                if !self.options.prepared {
+                    self.check(live, "live object", true)?;
+                }
+                self.updater().apply_with_set(
+                    live,
+                    patch,
+                    set,
+                    &self.api_version,
+                    fields,
+                    key,
+                    force,
+                )
+            }
+        }
+        .map_err(|e| match e {
+            UpdateError::Conflicts(c) => ManagerError::Conflicts(c),
+            UpdateError::Failed(s) => ManagerError::Failed(s),
+        })?;
         m.fields = applied.managers;
         if let Some(o) = &applied.object {
             if o.as_map().is_none() {
@@ -502,7 +526,7 @@ impl<'s> FieldManager<'s> {
         if let Some(vs) = m.fields.remove(CURRENT_OPERATION) {
             let merged = match m.fields.get(key) {
                 Some(prev) => VersionedSet {
-                    set: vs.set.union(&prev.set),
+                    set: vs.set.union(&prev.set).into(),
                     ..vs
                 },
                 None => vs,
@@ -524,7 +548,8 @@ fn strip_fields(m: &mut Managed, key: &str) {
     let Some(vs) = m.fields.get_mut(key) else {
         return;
     };
-    vs.set.remove_all(strip_set());
+    // The acting manager's set was just written, so this does not copy.
+    Arc::make_mut(&mut vs.set).remove_all(strip_set());
     if vs.set.is_empty() {
         m.fields.remove(key);
     }
@@ -570,7 +595,7 @@ pub fn cap_update_managers(m: &mut Managed, max: usize) {
             m.fields.insert(
                 bucket.clone(),
                 VersionedSet {
-                    set: vs.set.union(&prev),
+                    set: vs.set.union(&prev).into(),
                     api_version: vs.api_version.clone(),
                     applied: vs.applied,
                 },

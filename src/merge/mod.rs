@@ -9,11 +9,13 @@ pub use updater::{Applied, UpdateError, Updater};
 
 use crate::fieldpath::Set;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-/// A manager's field set with the API version it was recorded in.
+/// A manager's field set with the API version it was recorded in. The set is shared
+/// copy-on-write: managed fields are cloned per request, but an apply changes few of them.
 #[derive(Clone, Debug)]
 pub struct VersionedSet {
-    pub set: Set,
+    pub set: Arc<Set>,
     pub api_version: String,
     /// True for `Apply` entries.
     pub applied: bool,

@@ -5,9 +5,10 @@
 use super::{Conflict, Conflicts, ManagedFields, VersionedSet};
 use crate::fieldpath::{Path, PathElement, Set};
 use crate::schema::{Schema, TypeRef};
-use crate::typed::{self, Comparison};
+use crate::typed::{self, ApplyWalk, Comparison};
 use crate::value::{self, Value};
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 /// Why an apply or update did not go through.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -80,7 +81,13 @@ impl<'s> Updater<'s> {
                 .map_err(UpdateError::Failed)?;
             match set {
                 Some(set) => {
-                    out.insert(k, VersionedSet { set, ..vs });
+                    out.insert(
+                        k,
+                        VersionedSet {
+                            set: set.into(),
+                            ..vs
+                        },
+                    );
                 }
                 None => {
                     out.insert(k, vs);
@@ -149,13 +156,13 @@ impl<'s> Updater<'s> {
         }
         for (k, cs) in conflicts {
             if let Some(vs) = managers.get_mut(&k) {
-                vs.set.remove_all(&cs);
+                Arc::make_mut(&mut vs.set).remove_all(&cs);
             }
         }
         for k in removed {
             if let Some(vs) = managers.get_mut(&k) {
                 let rm = &versions[&vs.api_version].removed;
-                vs.set.remove_all(rm);
+                Arc::make_mut(&mut vs.set).remove_all(rm);
             }
         }
         managers.retain(|_, vs| !vs.set.is_empty());
@@ -184,7 +191,7 @@ impl<'s> Updater<'s> {
             managers.insert(
                 manager.to_string(),
                 VersionedSet {
-                    set,
+                    set: set.into(),
                     api_version: version.to_string(),
                     applied: false,
                 },
@@ -222,27 +229,81 @@ impl<'s> Updater<'s> {
         manager: &str,
         force: bool,
     ) -> Result<Applied, UpdateError> {
-        let mut managers = self.reconcile(managers)?;
+        let managers = self.reconcile(managers)?;
         let merged = typed::merge(self.schema, self.type_ref, live, config)
             .map_err(|e| UpdateError::Failed(format!("failed to merge config: {e}")))?
             .unwrap_or(Value::Null);
+        self.apply_merged(
+            live, config, set, merged, None, version, managers, manager, force,
+        )
+    }
+
+    /// [`Updater::apply`] from an [`ApplyWalk`] of the config over `live`
+    /// ([`typed::apply_walk`]), which already holds the field set, the merge and its comparison.
+    #[allow(clippy::too_many_arguments)]
+    pub fn apply_walked(
+        &self,
+        live: &Value,
+        config: &Value,
+        walk: ApplyWalk,
+        version: &str,
+        managers: ManagedFields,
+        manager: &str,
+        force: bool,
+    ) -> Result<Applied, UpdateError> {
+        let managers = self.reconcile(managers)?;
+        let ApplyWalk {
+            set,
+            merged,
+            comparison,
+        } = walk;
+        self.apply_merged(
+            live,
+            config,
+            set,
+            merged,
+            Some(comparison),
+            version,
+            managers,
+            manager,
+            force,
+        )
+    }
+
+    /// The rest of an apply once the config is merged: claim, prune, ownership, conflicts.
+    /// `merged_cmp` is the comparison of `live` and `merged`, if known.
+    #[allow(clippy::too_many_arguments)]
+    fn apply_merged(
+        &self,
+        live: &Value,
+        config: &Value,
+        set: Set,
+        merged: Value,
+        merged_cmp: Option<Comparison>,
+        version: &str,
+        mut managers: ManagedFields,
+        manager: &str,
+        force: bool,
+    ) -> Result<Applied, UpdateError> {
         let last = managers.get(manager).cloned();
         let set = self.filter(version, set);
         managers.insert(
             manager.to_string(),
             VersionedSet {
-                set,
+                set: set.into(),
                 api_version: version.to_string(),
                 applied: true,
             },
         );
-        let (merged, pruned_nothing) = self.prune(merged, &managers, last.as_ref())?;
-        let raw = if pruned_nothing {
+        let (merged, pruned_nothing) = self.prune(merged, &managers, manager, last.as_ref())?;
+        let raw = match (pruned_nothing, merged_cmp) {
+            (true, Some(cmp)) => cmp,
             // `merged` differs from `live` only where the config says something.
-            typed::compare_merged(self.schema, self.type_ref, live, &merged, config)
-                .map_err(|e| UpdateError::Failed(format!("failed to compare objects: {e}")))?
-        } else {
-            self.compare(live, &merged)?
+            (true, None) => {
+                typed::compare_merged(self.schema, self.type_ref, live, &merged, config)
+                    .map_err(|e| UpdateError::Failed(format!("failed to compare objects: {e}")))?
+            }
+            (false, _) => self.compare(live, &merged)?,
         };
         #[cfg(debug_assertions)]
         if pruned_nothing {
@@ -285,6 +346,7 @@ impl<'s> Updater<'s> {
         &self,
         merged: Value,
         managers: &ManagedFields,
+        manager: &str,
         last: Option<&VersionedSet>,
     ) -> Result<(Value, bool), UpdateError> {
         let Some(last) = last.filter(|l| !l.set.is_empty()) else {
@@ -293,12 +355,17 @@ impl<'s> Updater<'s> {
         if !self.convertible(&last.api_version) {
             return Ok((merged, true));
         }
-        let owned: Vec<&Set> = managers
-            .values()
+        // The applier's new set first: a re-apply mostly repeats what it applied before.
+        let mine = managers
+            .get(manager)
             .filter(|vs| self.convertible(&vs.api_version))
-            .map(|vs| &vs.set)
+            .map(|vs| &*vs.set);
+        let others: Vec<&Set> = managers
+            .iter()
+            .filter(|(k, vs)| k.as_str() != manager && self.convertible(&vs.api_version))
+            .map(|(_, vs)| &*vs.set)
             .collect();
-        if nothing_to_prune(self.schema, self.type_ref, &last.set, &owned, false) {
+        if nothing_to_prune(self.schema, self.type_ref, &last.set, mine, &others, false) {
             #[cfg(debug_assertions)]
             {
                 let last_named = self.named(&last.set);
@@ -331,7 +398,7 @@ impl<'s> Updater<'s> {
             managed_at
                 .entry(vs.api_version.as_str())
                 .or_default()
-                .union_with(vs.set.clone());
+                .union_with(Set::clone(&vs.set));
         }
         let merged_named = self.named(&self.field_set(&merged, "merged")?);
         let mut order: Vec<&str> = Vec::new();
@@ -367,12 +434,14 @@ impl<'s> Updater<'s> {
 /// fields that have owned children counted as owned, as `EnsureNamedFieldsAreMembers` does) is
 /// still owned by someone, and no unowned list item or map key sits between two nodes the
 /// applier owned (such an item would be removed with everything below it). Walks the applier's
-/// previous set with the schema, building nothing.
+/// previous set with the schema, building nothing. `mine` (the applier's new set) is walked in
+/// step with `last`; `others` are searched only for what `mine` lacks.
 fn nothing_to_prune(
     schema: &Schema,
     tr: &TypeRef,
     last: &Set,
-    owned: &[&Set],
+    mine: Option<&Set>,
+    others: &[&Set],
     below: bool,
 ) -> bool {
     let atom = schema.resolve(tr);
@@ -382,23 +451,44 @@ fn nothing_to_prune(
         (PathElement::Field(n), Some(m)) => m.find_field(n).is_some(),
         _ => false,
     };
-    let in_owned = |pe: &PathElement, is_named: bool| {
-        owned
+    let (my_members, my_children) = match mine {
+        Some(s) => (s.members(), s.children()),
+        None => (&[][..], &[][..]),
+    };
+    // Owned by someone other than the applier.
+    let in_others = |pe: &PathElement, is_named: bool| {
+        others
             .iter()
             .any(|o| o.has_member(pe) || (is_named && o.child(pe).is_some()))
     };
+    // Cursors into the applier's members and children: `last`'s members and children are
+    // each sorted, so each is found by advancing, not searching.
+    let mut mi = 0usize;
     for m in last.members() {
-        if !in_owned(m, named(m)) {
+        if seek(my_members, &mut mi, m, |x| x).is_some() {
+            continue;
+        }
+        let is_named = named(m);
+        if is_named && mine.is_some_and(|s| s.child(m).is_some()) {
+            continue;
+        }
+        if !in_others(m, is_named) {
             return false;
         }
     }
-    let mut below_owned: Vec<&Set> = Vec::with_capacity(owned.len());
+    let (mut mi, mut ci) = (0usize, 0usize);
+    let mut below_owned: Vec<&Set> = Vec::with_capacity(others.len());
     for (pe, sub) in last.children() {
         let is_named = named(pe);
         let member = is_named || last.has_member(pe);
-        let owned_here = in_owned(pe, is_named);
-        if (member || below) && !owned_here {
-            return false;
+        let mine_below = seek(my_children, &mut ci, pe, |(c, _)| c).map(|(_, s)| s);
+        if member || below {
+            let owned_here = seek(my_members, &mut mi, pe, |x| x).is_some()
+                || (is_named && mine_below.is_some())
+                || in_others(pe, is_named);
+            if !owned_here {
+                return false;
+            }
         }
         let child_tr = match (pe, map, list) {
             (PathElement::Field(n), Some(m), _) => crate::typed::field_type(m, n),
@@ -406,10 +496,30 @@ fn nothing_to_prune(
             _ => &TypeRef::EMPTY,
         };
         below_owned.clear();
-        below_owned.extend(owned.iter().filter_map(|o| o.child(pe)));
-        if !nothing_to_prune(schema, child_tr, sub, &below_owned, below || member) {
+        below_owned.extend(others.iter().filter_map(|o| o.child(pe)));
+        if !nothing_to_prune(
+            schema,
+            child_tr,
+            sub,
+            mine_below,
+            &below_owned,
+            below || member,
+        ) {
             return false;
         }
     }
     true
+}
+
+/// Advances `pos` over `items` (sorted by PE) to `pe`; the item if present.
+fn seek<'a, T>(
+    items: &'a [T],
+    pos: &mut usize,
+    pe: &PathElement,
+    key: impl Fn(&T) -> &PathElement,
+) -> Option<&'a T> {
+    while *pos < items.len() && key(&items[*pos]).compare(pe).is_lt() {
+        *pos += 1;
+    }
+    items.get(*pos).filter(|x| key(x).compare(pe).is_eq())
 }

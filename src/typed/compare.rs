@@ -83,40 +83,44 @@ fn compare_impl(
     };
     // The root path itself is never recorded (smd ignores empty paths).
     let d = w.node(&At::Root, tr, Some(lhs), Some(rhs), guide);
-    w.errs.into_result().map(|_| match d.below {
-        Some(b) => {
-            let [added, modified, removed] = *b;
-            Comparison {
-                added,
-                modified,
-                removed,
-            }
-        }
-        None => Comparison::default(),
-    })
+    w.errs.into_result().map(|_| d.into_comparison())
 }
 
-const ADDED: u8 = 1;
-const MODIFIED: u8 = 2;
+pub(super) const ADDED: u8 = 1;
+pub(super) const MODIFIED: u8 = 2;
 const REMOVED: u8 = 4;
 
 /// What changed at one node: flags for the node's own path, sets for paths below it (boxed:
 /// most nodes do not change, and then nothing is allocated or dropped).
 #[derive(Default)]
-struct Diff {
-    here: u8,
+pub(super) struct Diff {
+    pub(super) here: u8,
     below: Option<Box<[Set; 3]>>,
 }
 
 impl Diff {
-    fn flag(f: u8) -> Diff {
+    pub(super) fn flag(f: u8) -> Diff {
         Diff {
             here: f,
             below: None,
         }
     }
-    fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.here == 0 && self.below.is_none()
+    }
+    /// The comparison below the root (the root path itself is never recorded).
+    pub(super) fn into_comparison(self) -> Comparison {
+        match self.below {
+            Some(b) => {
+                let [added, modified, removed] = *b;
+                Comparison {
+                    added,
+                    modified,
+                    removed,
+                }
+            }
+            None => Comparison::default(),
+        }
     }
     fn union(mut self, o: Diff) -> Diff {
         self.here |= o.here;
@@ -172,14 +176,14 @@ impl Parts {
 
 /// Accumulates the changes of a container's children.
 #[derive(Default)]
-struct Acc {
+pub(super) struct Acc {
     added: Parts,
     modified: Parts,
     removed: Parts,
 }
 
 impl Acc {
-    fn add(&mut self, pe: &PathElement, d: Diff) {
+    pub(super) fn add(&mut self, pe: &PathElement, d: Diff) {
         if d.is_empty() {
             return;
         }
@@ -196,7 +200,7 @@ impl Acc {
             .iter()
             .all(|p| p.members.is_empty() && p.children.is_empty())
     }
-    fn finish(self) -> Diff {
+    pub(super) fn finish(self) -> Diff {
         if self.is_empty() {
             return Diff::default();
         }
@@ -208,6 +212,16 @@ impl Acc {
                 self.removed.finish(),
             ])),
         }
+    }
+}
+
+/// How a leaf (scalar or atomic value) changed.
+pub(super) fn leaf_diff(lhs: Option<&Value>, rhs: Option<&Value>) -> Diff {
+    match (lhs, rhs) {
+        (None, _) => Diff::flag(ADDED),
+        (_, None) => Diff::flag(REMOVED),
+        (Some(l), Some(r)) if !value::equals(r, l) => Diff::flag(MODIFIED),
+        _ => Diff::default(),
     }
 }
 
@@ -272,12 +286,7 @@ impl<'s> Walker<'s> {
             return Diff::default();
         }
         *in_leaf = true;
-        match (lhs, rhs) {
-            (None, _) => Diff::flag(ADDED),
-            (_, None) => Diff::flag(REMOVED),
-            (Some(l), Some(r)) if !value::equals(r, l) => Diff::flag(MODIFIED),
-            _ => Diff::default(),
-        }
+        leaf_diff(lhs, rhs)
     }
 
     fn handle(

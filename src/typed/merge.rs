@@ -173,8 +173,6 @@ impl<'s> Walker<'s> {
         if failed {
             return None;
         }
-        let rpe = |r: usize| ri.pes[r].as_ref().expect("no problems");
-        let lpe = |l: usize| li.pes[l].as_ref().expect("no problems");
         // The lhs twin of a PE: the item, or null when the live object repeats the key.
         let observed_lhs = |pe: &PathElement| -> Option<&Value> {
             let first = li.find(pe)?;
@@ -184,59 +182,17 @@ impl<'s> Walker<'s> {
                 &Value::Null
             })
         };
-        let rhs_index = |pe: &PathElement| ri.find(pe);
-
-        let shared: Vec<usize> = (0..rhs.len())
-            .filter(|&r| li.find(rpe(r)).is_some())
-            .collect();
-        let mut ns = 0usize;
-        let mut merged_r = vec![false; rhs.len()];
         let mut out: Vec<Value> = Vec::with_capacity(lhs.len().max(rhs.len()));
-        let (llen, rlen) = (lhs.len(), rhs.len());
-        let (mut li_, mut ri_) = (0usize, 0usize);
-        while li_ < llen || ri_ < rlen {
-            if li_ < llen && ri_ < rlen {
-                let pe = lpe(li_);
-                if pe.equals(rpe(ri_)) {
-                    merged_r[ri_] = true;
-                    if let Some(v) = self.item(l, pe, observed_lhs(pe), Some(&rhs[ri_])) {
-                        out.push(v);
-                    }
-                    li_ += 1;
-                    ri_ += 1;
-                    ns += 1;
-                    continue;
+        for step in list_merge_steps(&li, &ri) {
+            let v = match step {
+                ListStep::Lhs(i) => self.item(l, li.pe_at(i), Some(&lhs[i]), None),
+                ListStep::Rhs(r) => {
+                    let pe = ri.pe_at(r);
+                    self.item(l, pe, observed_lhs(pe), Some(&rhs[r]))
                 }
-                let next_shared = shared.get(ns).map(|&r| rpe(r));
-                if rhs_index(pe).is_some() && next_shared.is_some_and(|n| !n.equals(pe)) {
-                    li_ += 1;
-                    continue;
-                }
-            }
-            if li_ < llen {
-                let pe = lpe(li_);
-                match rhs_index(pe) {
-                    None => {
-                        if let Some(v) = self.item(l, pe, Some(&lhs[li_]), None) {
-                            out.push(v);
-                        }
-                        li_ += 1;
-                        continue;
-                    }
-                    Some(r) if merged_r[r] => li_ += 1,
-                    Some(_) => {}
-                }
-            }
-            if ri_ < rlen {
-                let pe = rpe(ri_);
-                merged_r[ri_] = true;
-                if let Some(v) = self.item(l, pe, observed_lhs(pe), Some(&rhs[ri_])) {
-                    out.push(v);
-                }
-                ri_ += 1;
-                if shared.get(ns).is_some_and(|&r| rpe(r).equals(pe)) {
-                    ns += 1;
-                }
+            };
+            if let Some(v) = v {
+                out.push(v);
             }
         }
         (!out.is_empty()).then_some(Value::List(out))
@@ -257,4 +213,65 @@ impl<'s> Walker<'s> {
         self.errs.0.truncate(saved);
         v
     }
+}
+
+/// One step of a list merge: keep an lhs item the rhs does not mention, or merge an rhs item
+/// (with its lhs twin, if any).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum ListStep {
+    Lhs(usize),
+    Rhs(usize),
+}
+
+/// The merged list's items in order (structured-merge-diff >= v4.2): the rhs order wins for
+/// items both sides have; lhs-only items stay where they were relative to the shared ones.
+/// Both indexes must be complete (every item has a PE) and the rhs free of repeats.
+pub(crate) fn list_merge_steps(li: &ListIndex, ri: &ListIndex) -> Vec<ListStep> {
+    let (llen, rlen) = (li.pes.len(), ri.pes.len());
+    let shared: Vec<usize> = (0..rlen)
+        .filter(|&r| li.find(ri.pe_at(r)).is_some())
+        .collect();
+    let mut ns = 0usize;
+    let mut merged_r = vec![false; rlen];
+    let mut out = Vec::with_capacity(llen.max(rlen));
+    let (mut l, mut r) = (0usize, 0usize);
+    while l < llen || r < rlen {
+        if l < llen && r < rlen {
+            let pe = li.pe_at(l);
+            if pe.equals(ri.pe_at(r)) {
+                merged_r[r] = true;
+                out.push(ListStep::Rhs(r));
+                l += 1;
+                r += 1;
+                ns += 1;
+                continue;
+            }
+            let next_shared = shared.get(ns).map(|&x| ri.pe_at(x));
+            if ri.find(pe).is_some() && next_shared.is_some_and(|n| !n.equals(pe)) {
+                l += 1;
+                continue;
+            }
+        }
+        if l < llen {
+            match ri.find(li.pe_at(l)) {
+                None => {
+                    out.push(ListStep::Lhs(l));
+                    l += 1;
+                    continue;
+                }
+                Some(x) if merged_r[x] => l += 1,
+                Some(_) => {}
+            }
+        }
+        if r < rlen {
+            let pe = ri.pe_at(r);
+            merged_r[r] = true;
+            out.push(ListStep::Rhs(r));
+            r += 1;
+            if shared.get(ns).is_some_and(|&x| ri.pe_at(x).equals(pe)) {
+                ns += 1;
+            }
+        }
+    }
+    out
 }

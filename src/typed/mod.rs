@@ -2,12 +2,14 @@
 //! merge and removal (structured-merge-diff `typed`). Each operation reproduces the reference's
 //! observable behaviour, including how duplicates, nulls and empty containers are treated.
 
+mod apply;
 mod compare;
 mod merge;
 mod reconcile;
 mod remove;
 mod validate;
 
+pub use apply::{ApplyWalk, apply_walk};
 pub use compare::{Comparison, compare, compare_merged};
 pub use merge::merge;
 pub use reconcile::reconcile_field_set_with_schema;
@@ -314,6 +316,11 @@ impl ListIndex {
             },
             problems,
         )
+    }
+
+    /// The PE of item `i`, which must have one.
+    pub fn pe_at(&self, i: usize) -> &PathElement {
+        self.pes[i].as_ref().expect("indexed items have a PE")
     }
 
     fn pe(&self, i: u32) -> &PathElement {

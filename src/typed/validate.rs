@@ -61,8 +61,22 @@ pub fn validate_to_field_set(
     w.errs.into_result().map(|_| set)
 }
 
+/// True if `v`, found at `depth` in an applied config, passes [`validate_to_field_set`]'s checks
+/// (for parts of a config whose field set is known without walking them: atomic values).
+pub(super) fn config_part_is_valid(schema: &Schema, tr: &TypeRef, v: &Value, depth: usize) -> bool {
+    let mut w = Walker {
+        schema,
+        validate: true,
+        build: false,
+        allow_duplicates: false,
+        errs: ValidationErrors::default(),
+    };
+    w.node(&At::Root, depth, tr, v);
+    w.errs.is_empty()
+}
+
 /// Values built in code can be deeper than parsed documents; refuse before recursing too far.
-const MAX_PATH_DEPTH: usize = 2 * crate::value::MAX_DEPTH;
+pub(super) const MAX_PATH_DEPTH: usize = 2 * crate::value::MAX_DEPTH;
 
 struct Walker<'s> {
     schema: &'s Schema,
@@ -243,7 +257,10 @@ impl<'s> Walker<'s> {
     }
 }
 
-fn assemble(mut members: Vec<PathElement>, mut children: Vec<(PathElement, Set)>) -> Set {
+pub(super) fn assemble(
+    mut members: Vec<PathElement>,
+    mut children: Vec<(PathElement, Set)>,
+) -> Set {
     if members.len() > 1 {
         members.sort_by(|a, b| a.compare(b));
         members.dedup_by(|a, b| a.compare(b).is_eq());
