@@ -87,7 +87,10 @@ fn compare_keys(a: &[KeyField], b: &[KeyField]) -> Ordering {
         if c != Ordering::Equal {
             return c;
         }
-        let c = value::compare(&x.value, &y.value);
+        let c = match (&x.value, &y.value) {
+            (Value::String(p), Value::String(q)) => p.as_bytes().cmp(q.as_bytes()),
+            (p, q) => value::compare(p, q),
+        };
         if c != Ordering::Equal {
             return c;
         }

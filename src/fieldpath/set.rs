@@ -271,6 +271,69 @@ impl Set {
         Set { members, children }
     }
 
+    /// `(self.difference(other), other.difference(self))` in one walk.
+    pub fn differences(&self, other: &Set) -> (Set, Set) {
+        let (mut a_members, mut b_members) = (Vec::new(), Vec::new());
+        let (a, b) = (&self.members, &other.members);
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() && j < b.len() {
+            match a[i].compare(&b[j]) {
+                Ordering::Less => {
+                    a_members.push(a[i].clone());
+                    i += 1;
+                }
+                Ordering::Greater => {
+                    b_members.push(b[j].clone());
+                    j += 1;
+                }
+                Ordering::Equal => {
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        a_members.extend_from_slice(&a[i..]);
+        b_members.extend_from_slice(&b[j..]);
+        let (mut a_children, mut b_children) = (Vec::new(), Vec::new());
+        let (a, b) = (&self.children, &other.children);
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() && j < b.len() {
+            match a[i].0.compare(&b[j].0) {
+                Ordering::Less => {
+                    a_children.push(a[i].clone());
+                    i += 1;
+                }
+                Ordering::Greater => {
+                    b_children.push(b[j].clone());
+                    j += 1;
+                }
+                Ordering::Equal => {
+                    let (x, y) = a[i].1.differences(&b[j].1);
+                    if !x.is_empty() {
+                        a_children.push((a[i].0.clone(), x));
+                    }
+                    if !y.is_empty() {
+                        b_children.push((b[j].0.clone(), y));
+                    }
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        a_children.extend_from_slice(&a[i..]);
+        b_children.extend_from_slice(&b[j..]);
+        (
+            Set {
+                members: a_members,
+                children: a_children,
+            },
+            Set {
+                members: b_members,
+                children: b_children,
+            },
+        )
+    }
+
     /// In-place [`Set::difference`]: the same result without rebuilding untouched nodes.
     pub fn remove_all(&mut self, other: &Set) {
         if !other.members.is_empty() && !self.members.is_empty() {
@@ -322,6 +385,30 @@ impl Set {
             }
         }
         Set { members, children }
+    }
+
+    /// In-place [`Set::recursive_difference`]: visits only the nodes `other` names.
+    pub fn remove_recursive(&mut self, other: &Set) {
+        for m in &other.members {
+            if let Ok(i) = find(&self.members, m) {
+                self.members.remove(i);
+            }
+            if let Ok(i) = find_child(&self.children, m) {
+                self.children.remove(i);
+            }
+        }
+        for (pe, sub) in &other.children {
+            if other.has_member(pe) {
+                continue;
+            }
+            if let Ok(i) = find_child(&self.children, pe) {
+                let child = &mut self.children[i].1;
+                child.remove_recursive(sub);
+                if child.is_empty() {
+                    self.children.remove(i);
+                }
+            }
+        }
     }
 
     /// Only the leaf paths: members that are not also parents.
@@ -496,6 +583,45 @@ mod tests {
         assert!(!s.has(&p(&["c", "d"])));
         assert!(s.has(&p(&["c", "d", "e"])));
         assert_eq!(s.size(), 3);
+    }
+
+    #[test]
+    fn remove_recursive_is_recursive_difference_in_place() {
+        let a = set(&[
+            &["a", "b"],
+            &["a", "c", "d"],
+            &["d"],
+            &["e", "f", "g"],
+            &["s", "t"],
+        ]);
+        for b in [
+            set(&[&["a"]]),
+            set(&[&["a", "c"], &["e", "f", "g"]]),
+            set(&[&["s"], &["d"], &["x", "y"]]),
+            set(&[&["a", "b"], &["a", "c", "d"]]),
+            Set::new(),
+        ] {
+            let mut c = a.clone();
+            c.remove_recursive(&b);
+            assert!(c.equals(&a.recursive_difference(&b)), "{b:?}");
+        }
+    }
+
+    #[test]
+    fn differences_are_both_one_sided_differences() {
+        let a = set(&[&["a", "b"], &["a", "c"], &["d"], &["e", "f", "g"]]);
+        let b = set(&[
+            &["a", "c"],
+            &["a", "x"],
+            &["e", "f"],
+            &["e", "f", "g"],
+            &["h"],
+        ]);
+        let (x, y) = a.differences(&b);
+        assert!(x.equals(&a.difference(&b)));
+        assert!(y.equals(&b.difference(&a)));
+        assert_eq!(x.size(), 2);
+        assert_eq!(y.size(), 3);
     }
 
     #[test]

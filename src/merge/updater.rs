@@ -7,6 +7,7 @@ use crate::fieldpath::{Path, PathElement, Set};
 use crate::schema::{Schema, TypeRef};
 use crate::typed::{self, ApplyWalk, Comparison};
 use crate::value::{self, Value};
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
@@ -47,11 +48,11 @@ impl<'s> Updater<'s> {
         self.known_versions.is_none_or(|k| k.contains(version))
     }
 
-    fn filter(&self, version: &str, set: Set) -> Set {
-        match self.ignored.get(version) {
-            Some(ex) => set.recursive_difference(ex),
-            None => set,
+    fn filter(&self, version: &str, mut set: Set) -> Set {
+        if let Some(ex) = self.ignored.get(version) {
+            set.remove_recursive(ex);
         }
+        set
     }
 
     fn filter_cmp(&self, version: &str, cmp: &Comparison) -> Comparison {
@@ -113,8 +114,17 @@ impl<'s> Updater<'s> {
         workflow: &str,
         force: bool,
     ) -> Result<Comparison, UpdateError> {
-        let mut versions: BTreeMap<String, Comparison> = BTreeMap::new();
-        versions.insert(version.to_string(), self.filter_cmp(version, &raw));
+        // Per API version: the comparison without that version's reset fields, and what it
+        // changed (modified or added).
+        let with_changed = |c: Comparison| {
+            let changed = c.modified.union(&c.added);
+            (c, changed)
+        };
+        let mut versions: BTreeMap<String, (Comparison, Set)> = BTreeMap::new();
+        versions.insert(
+            version.to_string(),
+            with_changed(self.filter_cmp(version, &raw)),
+        );
         let mut conflicts: Vec<(String, Set)> = Vec::new();
         let mut removed: Vec<String> = Vec::new();
         let mut dropped = Vec::new();
@@ -126,11 +136,10 @@ impl<'s> Updater<'s> {
                 dropped.push(k.clone());
                 continue;
             }
-            let cmp = versions
+            let (cmp, changed) = versions
                 .entry(vs.api_version.clone())
-                .or_insert_with(|| self.filter_cmp(&vs.api_version, &raw));
-            let changed = cmp.modified.union(&cmp.added);
-            let cs = vs.set.intersection(&changed);
+                .or_insert_with(|| with_changed(self.filter_cmp(&vs.api_version, &raw)));
+            let cs = vs.set.intersection(changed);
             if !cs.is_empty() {
                 conflicts.push((k.clone(), cs));
             }
@@ -161,12 +170,12 @@ impl<'s> Updater<'s> {
         }
         for k in removed {
             if let Some(vs) = managers.get_mut(&k) {
-                let rm = &versions[&vs.api_version].removed;
+                let rm = &versions[&vs.api_version].0.removed;
                 Arc::make_mut(&mut vs.set).remove_all(rm);
             }
         }
         managers.retain(|_, vs| !vs.set.is_empty());
-        Ok(versions.remove(version).expect("inserted above"))
+        Ok(versions.remove(version).expect("inserted above").0)
     }
 
     /// A non-apply write of `new` by `manager` (smd `Updater.Update`).
@@ -495,16 +504,18 @@ fn nothing_to_prune(
             (PathElement::Key(_), _, Some(l)) => &l.element_type,
             _ => &TypeRef::EMPTY,
         };
+        // Usually the applier's new set alone covers the subtree; only when it does not are
+        // the other managers' subtrees looked up.
+        let below = below || member;
+        if nothing_to_prune(schema, child_tr, sub, mine_below, &[], below) {
+            continue;
+        }
+        if others.is_empty() {
+            return false;
+        }
         below_owned.clear();
         below_owned.extend(others.iter().filter_map(|o| o.child(pe)));
-        if !nothing_to_prune(
-            schema,
-            child_tr,
-            sub,
-            mine_below,
-            &below_owned,
-            below || member,
-        ) {
+        if !nothing_to_prune(schema, child_tr, sub, mine_below, &below_owned, below) {
             return false;
         }
     }
@@ -518,8 +529,12 @@ fn seek<'a, T>(
     pe: &PathElement,
     key: impl Fn(&T) -> &PathElement,
 ) -> Option<&'a T> {
-    while *pos < items.len() && key(&items[*pos]).compare(pe).is_lt() {
-        *pos += 1;
+    while let Some(x) = items.get(*pos) {
+        match key(x).compare(pe) {
+            Ordering::Less => *pos += 1,
+            Ordering::Equal => return Some(x),
+            Ordering::Greater => return None,
+        }
     }
-    items.get(*pos).filter(|x| key(x).compare(pe).is_eq())
+    None
 }

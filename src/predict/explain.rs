@@ -100,7 +100,8 @@ impl<'a> Context<'a> {
         };
         let taken_paths: Vec<&Path> = taken_over.iter().map(|t| &t.path_elements).collect();
 
-        let shared = leaf_paths(&new_set.difference(old_set))
+        let (gained, dropped) = new_set.differences(old_set);
+        let shared = leaf_paths(&gained)
             .into_iter()
             .filter(|p| !taken_paths.contains(&p))
             .filter_map(|p| {
@@ -127,7 +128,7 @@ impl<'a> Context<'a> {
             _ => vec![],
         };
 
-        let stuck = leaf_paths(&old_set.difference(new_set))
+        let stuck = leaf_paths(&dropped)
             .into_iter()
             .filter_map(|p| {
                 let value = self.value_in(&out.object, &p.0)?;

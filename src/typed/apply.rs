@@ -207,7 +207,7 @@ impl<'s> Walker<'s> {
                 ListStep::Lhs(i) => merged.push(ll[i].clone()),
                 ListStep::Rhs(r) => {
                     let pe = ri.pe_at(r);
-                    let twin = li.find(pe).map(|i| &ll[i]);
+                    let twin = li.find_at(pe, r).map(|i| &ll[i]);
                     let c = self.node(&l.element_type, depth + 1, twin, &rl[r])?;
                     set.members.push(pe.clone());
                     if !c.set.is_empty() {

@@ -25,11 +25,11 @@ impl Comparison {
     }
     /// Removes `exclude` (and everything below its members) from all three sets.
     pub fn exclude(&self, exclude: &Set) -> Comparison {
-        Comparison {
-            added: self.added.recursive_difference(exclude),
-            modified: self.modified.recursive_difference(exclude),
-            removed: self.removed.recursive_difference(exclude),
-        }
+        let mut out = self.clone();
+        out.added.remove_recursive(exclude);
+        out.modified.remove_recursive(exclude);
+        out.removed.remove_recursive(exclude);
+        out
     }
 }
 

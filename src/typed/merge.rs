@@ -228,6 +228,10 @@ pub(crate) enum ListStep {
 /// Both indexes must be complete (every item has a PE) and the rhs free of repeats.
 pub(crate) fn list_merge_steps(li: &ListIndex, ri: &ListIndex) -> Vec<ListStep> {
     let (llen, rlen) = (li.pes.len(), ri.pes.len());
+    if llen == rlen && (0..llen).all(|i| li.pe_at(i).equals(ri.pe_at(i))) {
+        // The same items in the same order (a re-apply): merged pairwise.
+        return (0..rlen).map(ListStep::Rhs).collect();
+    }
     let shared: Vec<usize> = (0..rlen)
         .filter(|&r| li.find(ri.pe_at(r)).is_some())
         .collect();

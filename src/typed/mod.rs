@@ -170,6 +170,18 @@ pub fn list_item_pe(
     if er != ElementRelationship::Associative {
         return Err("invalid indexing of non-associative list".into());
     }
+    if let [k] = list.keys.as_slice() {
+        // The common case (`name`, `containerPort`, ...): one key field, no sorting, one
+        // allocation.
+        if let Value::Map(m) = child {
+            if let Some(v) = m.get(k) {
+                return Ok(PathElement::Key(std::sync::Arc::new([KeyField {
+                    name: k.clone(),
+                    value: v.clone(),
+                }])));
+            }
+        }
+    }
     if !list.keys.is_empty() {
         let m = match child {
             Value::Null => {
@@ -339,6 +351,15 @@ impl ListIndex {
                 .binary_search_by(|&i| self.pe(i).compare(pe))
                 .ok()
                 .map(|k| self.sorted_leaders[k] as usize)
+        }
+    }
+
+    /// Like [`ListIndex::find`], trying item `hint` first (lists being merged usually keep
+    /// their items in the same order).
+    pub fn find_at(&self, pe: &PathElement, hint: usize) -> Option<usize> {
+        match self.pes.get(hint) {
+            Some(Some(p)) if self.leader[hint] == hint as u32 && p.equals(pe) => Some(hint),
+            _ => self.find(pe),
         }
     }
 

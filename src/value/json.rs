@@ -112,14 +112,14 @@ impl<'de> Visitor<'de> for ValueVisitor {
         Ok(Value::String(Str::from(v)))
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(4));
         while let Some(v) = seq.next_element::<Value>()? {
             out.push(v);
         }
         Ok(Value::List(out))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
-        let mut m = Map::with_capacity(access.size_hint().unwrap_or(0));
+        let mut m = Map::with_capacity(access.size_hint().unwrap_or(4));
         while let Some(k) = access.next_key::<KeyStr>()? {
             let v: Value = access.next_value()?;
             m.insert(k.0, v);
