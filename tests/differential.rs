@@ -69,7 +69,10 @@ fn run_oracle(bin: &PathBuf, lines: &[String]) -> Vec<String> {
 }
 
 fn run_ours(lines: &[String]) -> Vec<String> {
-    let mut r = Replayer::new();
+    run_with(Replayer::new(), lines)
+}
+
+fn run_with(mut r: Replayer, lines: &[String]) -> Vec<String> {
     lines
         .iter()
         .map(|l| r.run_line(l.as_bytes()).to_json(&is_synthetic))
@@ -161,6 +164,13 @@ fn reference_cases_agree_with_oracle() {
     let ours = run_ours(&cases);
     let theirs = run_oracle(&bin, &cases);
     compare_all("reference cases", &cases, &ours, &theirs);
+    let prepared = run_with(Replayer::with_prepared_live(), &cases);
+    compare_all(
+        "reference cases, prepared live objects",
+        &cases,
+        &prepared,
+        &theirs,
+    );
     // And every expectation in them holds for the engine.
     let mut r = Replayer::new();
     for c in &cases {
@@ -194,4 +204,13 @@ fn random_cases_agree_with_oracle() {
     let ours = run_ours(&cases);
     let theirs = run_oracle(&bin, &cases);
     compare_all("random cases", &cases, &ours, &theirs);
+    // The service's path: applies on prepared live objects (one-pass apply walk, prune
+    // shortcuts) must agree as well.
+    let prepared = run_with(Replayer::with_prepared_live(), &cases);
+    compare_all(
+        "random cases, prepared live objects",
+        &cases,
+        &prepared,
+        &theirs,
+    );
 }

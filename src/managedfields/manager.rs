@@ -5,7 +5,7 @@
 
 use super::entry::{Managed, ManagedFieldsEntry, Operation, Time, decode, encode, identity};
 use crate::fieldpath::{Path, Set};
-use crate::merge::{Conflicts, UpdateError, Updater, VersionedSet};
+use crate::merge::{Conflicts, PlainSets, UpdateError, Updater, VersionedSet};
 use crate::schema::{Schema, TypeRef};
 use crate::typed;
 use crate::typed::Comparison;
@@ -62,16 +62,18 @@ pub struct FieldManager<'s> {
     pub known_versions: Option<&'s HashSet<String>>,
     /// The time stamped on entries this request touches.
     pub now: Time,
-    pub options: ManagerOptions,
+    pub options: ManagerOptions<'s>,
 }
 
 /// Switches for callers that hold more state than the apiserver's request has.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct ManagerOptions {
+pub struct ManagerOptions<'s> {
     /// The live object was validated and its managers reconciled already ([`Prepared`]).
     pub prepared: bool,
     /// Keep the managers as they were just before the final merge (for explanations).
     pub capture_before: bool,
+    /// Which managers' sets are plain ([`Prepared::plain`]).
+    pub plain: Option<&'s PlainSets>,
 }
 
 /// The result of a successful request, decoded.
@@ -98,6 +100,8 @@ pub struct Prepared {
     /// The object without `metadata.managedFields`.
     pub object: Value,
     pub managed: Managed,
+    /// Which of the managers' sets are plain for the type (speeds up applies).
+    pub plain: PlainSets,
 }
 
 impl Prepared {
@@ -120,11 +124,17 @@ impl Prepared {
             ignored: &reset,
             known_versions: None,
             reconciled: false,
+            plain: None,
         };
         managed.fields = updater
             .reconcile_all(std::mem::take(&mut managed.fields))
             .map_err(|e| ManagerError::Failed(e.to_string()))?;
-        Ok(Prepared { object, managed })
+        let plain = PlainSets::of(schema, tr, managed.fields.values().map(|vs| &vs.set));
+        Ok(Prepared {
+            object,
+            managed,
+            plain,
+        })
     }
 }
 
@@ -180,6 +190,7 @@ impl<'s> FieldManager<'s> {
             ignored: self.ignored,
             known_versions: self.known_versions,
             reconciled: self.options.prepared,
+            plain: self.options.plain,
         }
     }
 

@@ -2,9 +2,11 @@
 //! who owns what after a write, which fields conflict, and what an apply removes.
 
 mod conflict;
+mod prune;
 mod updater;
 
 pub use conflict::{Conflict, Conflicts};
+pub use prune::PlainSets;
 pub use updater::{Applied, UpdateError, Updater};
 
 use crate::fieldpath::Set;

@@ -2,12 +2,12 @@
 //! changed). Conversion between API versions is the identity; managers recorded at versions the
 //! caller marks unknown are dropped, as kube-apiserver drops versions it no longer serves.
 
+use super::prune::{self, PlainSets};
 use super::{Conflict, Conflicts, ManagedFields, VersionedSet};
-use crate::fieldpath::{Path, PathElement, Set};
+use crate::fieldpath::{Path, Set};
 use crate::schema::{Schema, TypeRef};
 use crate::typed::{self, ApplyWalk, Comparison};
 use crate::value::{self, Value};
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
@@ -31,6 +31,8 @@ pub struct Updater<'s> {
     /// The managers' sets were already reconciled with this schema (see
     /// [`crate::managedfields::Prepared`]); skip that pass.
     pub reconciled: bool,
+    /// Sets known to have the shape applies produce (see [`PlainSets`]).
+    pub plain: Option<&'s PlainSets>,
 }
 
 /// The result of a successful apply.
@@ -374,7 +376,22 @@ impl<'s> Updater<'s> {
             .filter(|(k, vs)| k.as_str() != manager && self.convertible(&vs.api_version))
             .map(|(_, vs)| &*vs.set)
             .collect();
-        if nothing_to_prune(self.schema, self.type_ref, &last.set, mine, &others, false) {
+        let (sc, tr) = (self.schema, self.type_ref);
+        let unprunable = match (mine, self.plain) {
+            // The previous set's shape is known: only what the applier dropped needs a look.
+            (Some(mine), Some(plain)) if plain.contains(&last.set) => {
+                let dropped = last.set.difference(mine);
+                prune::nothing_dropped_to_prune(sc, tr, &last.set, &dropped, mine, &others)
+            }
+            _ => prune::nothing_to_prune(sc, tr, &last.set, mine, &others, false),
+        };
+        #[cfg(debug_assertions)]
+        debug_assert_eq!(
+            unprunable,
+            prune::nothing_to_prune(sc, tr, &last.set, mine, &others, false),
+            "prune shortcut disagrees with the full check"
+        );
+        if unprunable {
             #[cfg(debug_assertions)]
             {
                 let last_named = self.named(&last.set);
@@ -437,104 +454,4 @@ impl<'s> Updater<'s> {
             .intersection(last_named);
         Ok(typed::remove_items(sc, tr, &merged, &dangling))
     }
-}
-
-/// True if pruning cannot remove anything: every node the applier owned (with declared struct
-/// fields that have owned children counted as owned, as `EnsureNamedFieldsAreMembers` does) is
-/// still owned by someone, and no unowned list item or map key sits between two nodes the
-/// applier owned (such an item would be removed with everything below it). Walks the applier's
-/// previous set with the schema, building nothing. `mine` (the applier's new set) is walked in
-/// step with `last`; `others` are searched only for what `mine` lacks.
-fn nothing_to_prune(
-    schema: &Schema,
-    tr: &TypeRef,
-    last: &Set,
-    mine: Option<&Set>,
-    others: &[&Set],
-    below: bool,
-) -> bool {
-    let atom = schema.resolve(tr);
-    let map = atom.as_ref().and_then(|a| a.map);
-    let list = atom.as_ref().and_then(|a| a.list);
-    let named = |pe: &PathElement| match (pe, map) {
-        (PathElement::Field(n), Some(m)) => m.find_field(n).is_some(),
-        _ => false,
-    };
-    let (my_members, my_children) = match mine {
-        Some(s) => (s.members(), s.children()),
-        None => (&[][..], &[][..]),
-    };
-    // Owned by someone other than the applier.
-    let in_others = |pe: &PathElement, is_named: bool| {
-        others
-            .iter()
-            .any(|o| o.has_member(pe) || (is_named && o.child(pe).is_some()))
-    };
-    // Cursors into the applier's members and children: `last`'s members and children are
-    // each sorted, so each is found by advancing, not searching.
-    let mut mi = 0usize;
-    for m in last.members() {
-        if seek(my_members, &mut mi, m, |x| x).is_some() {
-            continue;
-        }
-        let is_named = named(m);
-        if is_named && mine.is_some_and(|s| s.child(m).is_some()) {
-            continue;
-        }
-        if !in_others(m, is_named) {
-            return false;
-        }
-    }
-    let (mut mi, mut ci) = (0usize, 0usize);
-    let mut below_owned: Vec<&Set> = Vec::with_capacity(others.len());
-    for (pe, sub) in last.children() {
-        let is_named = named(pe);
-        let member = is_named || last.has_member(pe);
-        let mine_below = seek(my_children, &mut ci, pe, |(c, _)| c).map(|(_, s)| s);
-        if member || below {
-            let owned_here = seek(my_members, &mut mi, pe, |x| x).is_some()
-                || (is_named && mine_below.is_some())
-                || in_others(pe, is_named);
-            if !owned_here {
-                return false;
-            }
-        }
-        let child_tr = match (pe, map, list) {
-            (PathElement::Field(n), Some(m), _) => crate::typed::field_type(m, n),
-            (PathElement::Key(_), _, Some(l)) => &l.element_type,
-            _ => &TypeRef::EMPTY,
-        };
-        // Usually the applier's new set alone covers the subtree; only when it does not are
-        // the other managers' subtrees looked up.
-        let below = below || member;
-        if nothing_to_prune(schema, child_tr, sub, mine_below, &[], below) {
-            continue;
-        }
-        if others.is_empty() {
-            return false;
-        }
-        below_owned.clear();
-        below_owned.extend(others.iter().filter_map(|o| o.child(pe)));
-        if !nothing_to_prune(schema, child_tr, sub, mine_below, &below_owned, below) {
-            return false;
-        }
-    }
-    true
-}
-
-/// Advances `pos` over `items` (sorted by PE) to `pe`; the item if present.
-fn seek<'a, T>(
-    items: &'a [T],
-    pos: &mut usize,
-    pe: &PathElement,
-    key: impl Fn(&T) -> &PathElement,
-) -> Option<&'a T> {
-    while let Some(x) = items.get(*pos) {
-        match key(x).compare(pe) {
-            Ordering::Less => *pos += 1,
-            Ordering::Equal => return Some(x),
-            Ordering::Greater => return None,
-        }
-    }
-    None
 }

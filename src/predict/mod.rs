@@ -190,6 +190,7 @@ pub fn predict(req: &ApplyRequest) -> Prediction {
         options: ManagerOptions {
             prepared: req.live.is_some(),
             capture_before: true,
+            plain: req.live.map(|p| &p.plain),
         },
     };
     let first = fm.apply_managed(

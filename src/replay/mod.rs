@@ -14,8 +14,8 @@ pub use output::{CaseResult, CheckResult, ConflictOut, StepResult};
 
 use crate::fieldpath::{Set, serialize_path_element};
 use crate::managedfields::{
-    FieldManager, ManagedFieldsEntry, ManagerError, entries_from_value, parse_identity, parse_time,
-    remove_managed_fields,
+    ApplyOutcome, FieldManager, ManagedFieldsEntry, ManagerError, ManagerOptions, Prepared, encode,
+    entries_from_value, entries_to_value, parse_identity, parse_time, remove_managed_fields,
 };
 use crate::merge::Conflicts;
 use crate::schema::{Gvk, Schema, builtin, smd_yaml};
@@ -61,6 +61,8 @@ struct Loaded {
 #[derive(Default)]
 pub struct Replayer {
     cache: HashMap<String, Arc<Loaded>>,
+    /// Run applies on prepared live objects (the service's path) when the case allows.
+    prepared: bool,
 }
 
 struct State {
@@ -71,6 +73,16 @@ struct State {
 impl Replayer {
     pub fn new() -> Self {
         Replayer::default()
+    }
+
+    /// A replayer that runs applies the way the service does: on a live object prepared once
+    /// ([`Prepared`]: managed fields decoded and reconciled, object validated) rather than
+    /// decoded per request. The results must be the same; the differential tests check it.
+    pub fn with_prepared_live() -> Self {
+        Replayer {
+            prepared: true,
+            ..Replayer::default()
+        }
     }
 
     fn resolve_schema(&mut self, raw: &Value) -> Result<Arc<Loaded>, String> {
@@ -141,6 +153,7 @@ impl Replayer {
             now: c.now.clone(),
             state: State { live, entries },
             steps_run: 0,
+            prepared: self.prepared,
         })
     }
 
@@ -249,6 +262,7 @@ pub struct Session {
     now: String,
     state: State,
     steps_run: usize,
+    prepared: bool,
 }
 
 impl Session {
@@ -398,7 +412,49 @@ fn conflict_message(cs: &[ConflictOut]) -> String {
     crate::managedfields::conflict_message(&conflicts)
 }
 
+/// An apply on the live object prepared as the service keeps it (for sessions that ask for it
+/// and cases with every API version convertible); `None` when there is no live object or it
+/// does not prepare cleanly.
+fn prepared_apply(
+    st: &State,
+    fm: &FieldManager,
+    body: &Value,
+    manager: &str,
+    force: bool,
+) -> Option<Result<ApplyOutcome, ManagerError>> {
+    let live = st.live.as_ref()?;
+    let mut with_entries = live.clone();
+    if let Some(md) = with_entries
+        .as_map_mut()
+        .and_then(|m| m.get_mut("metadata"))
+        .and_then(Value::as_map_mut)
+    {
+        md.insert("managedFields", entries_to_value(&st.entries, |_| false));
+    }
+    let p = Prepared::new(fm.schema, fm.type_ref, &with_entries).ok()?;
+    let fm = FieldManager {
+        options: ManagerOptions {
+            prepared: true,
+            capture_before: false,
+            plain: Some(&p.plain),
+        },
+        api_version: fm.api_version.clone(),
+        kind: fm.kind.clone(),
+        subresource: fm.subresource.clone(),
+        ..*fm
+    };
+    Some(
+        fm.apply_managed(&p.object, body, p.managed.clone(), manager, force)
+            .map(|out| ApplyOutcome {
+                changed: out.changed,
+                entries: encode(&out.managed),
+                object: out.object,
+            }),
+    )
+}
+
 fn run_step(sess: &mut Session, step: &StepInput, now: i64) -> StepResult {
+    let use_prepared = sess.prepared && sess.known_versions.is_empty();
     let loaded = &*sess.loaded;
     let ignored = &sess.ignored;
     let st = &mut sess.state;
@@ -507,7 +563,13 @@ fn run_step(sess: &mut Session, step: &StepInput, now: i64) -> StepResult {
             );
             return r;
         }
-        fm.apply(&live, &body, &st.entries, &step.manager, step.force)
+        let fast = use_prepared
+            .then(|| prepared_apply(st, &fm, &body, &step.manager, step.force))
+            .flatten();
+        match fast {
+            Some(out) => out,
+            None => fm.apply(&live, &body, &st.entries, &step.manager, step.force),
+        }
     } else {
         let new_entries = match body.get_path(&["metadata", "managedFields"]) {
             Some(v) if !v.is_null() => match entries_from_value(v) {

@@ -51,7 +51,14 @@ pub fn parse_limited(input: &[u8], max_bytes: usize) -> Result<Value, JsonError>
 
 /// Parses one JSON document (trailing non-whitespace is an error). Nesting is limited to 128 levels.
 pub fn parse(input: &[u8]) -> Result<Value, JsonError> {
-    let mut de = serde_json::Deserializer::from_slice(input);
+    // Valid UTF-8 (nearly always): validated once here instead of string by string.
+    let Ok(text) = std::str::from_utf8(input) else {
+        let mut de = serde_json::Deserializer::from_slice(input);
+        let v = Value::deserialize_value(&mut de)?;
+        de.end()?;
+        return Ok(v);
+    };
+    let mut de = serde_json::Deserializer::from_str(text);
     let v = Value::deserialize_value(&mut de)?;
     de.end()?;
     Ok(v)
