@@ -5,7 +5,7 @@
 
 use super::entry::{Managed, ManagedFieldsEntry, Operation, Time, decode, encode, identity};
 use crate::fieldpath::{Path, Set};
-use crate::merge::{Conflicts, PlainSets, UpdateError, Updater, VersionedSet};
+use crate::merge::{Conflicts, PlainSets, SetChange, UpdateError, Updater, VersionedSet};
 use crate::schema::{Schema, TypeRef};
 use crate::typed;
 use crate::typed::Comparison;
@@ -89,6 +89,8 @@ pub struct Outcome {
     /// The managers just before the final merge when they differ from the ones passed in (a
     /// synthesized `before-first-apply`; only with [`ManagerOptions::capture_before`]).
     pub before: Option<Managed>,
+    /// How the applier's entry changed (applies, when known without extra work).
+    pub applier_change: Option<SetChange>,
 }
 
 type Step = Result<Outcome, ManagerError>;
@@ -359,7 +361,8 @@ impl<'s> FieldManager<'s> {
         let key = identity(name, Operation::Apply, &self.api_version, &self.subresource);
         // Callers have the managers they passed in; only a synthesized state is new to them.
         let before = (self.options.capture_before && synthesized).then(|| m.clone());
-        let (obj, mut m, comparison) = self.strip_apply(live, patch, m, &key, force)?;
+        let (obj, mut m, comparison, applier_change) =
+            self.strip_apply(live, patch, m, &key, force)?;
         let (object, changed) = match obj {
             Some(obj) => {
                 m.times.insert(key, Some(self.now));
@@ -373,6 +376,7 @@ impl<'s> FieldManager<'s> {
             changed,
             comparison: Some(comparison),
             before,
+            applier_change,
         })
     }
 
@@ -383,7 +387,7 @@ impl<'s> FieldManager<'s> {
         mut m: Managed,
         key: &str,
         force: bool,
-    ) -> Result<(Option<Value>, Managed, Comparison), ManagerError> {
+    ) -> Result<(Option<Value>, Managed, Comparison, Option<SetChange>), ManagerError> {
         if patch.str_at(&["apiVersion"]) != Some(self.api_version.as_str()) {
             return Err(ManagerError::BadRequest(format!(
                 "Incorrect version specified in apply patch. Specified patch version: {}, expected: {}",
@@ -406,6 +410,7 @@ impl<'s> FieldManager<'s> {
         let walk = live_valid
             .then(|| typed::apply_walk(self.schema, self.type_ref, live, patch))
             .flatten();
+        let previous = m.fields.get(key).map(|vs| vs.set.clone());
         let fields = std::mem::take(&mut m.fields);
         let applied = match walk {
             Some(walk) => self.updater().apply_walked(
@@ -452,7 +457,15 @@ impl<'s> FieldManager<'s> {
             }
         }
         strip_fields(&mut m, key);
-        Ok((applied.object, m, applied.comparison))
+        // The change the updater saw was before stripping; the stored entry is after.
+        let change = applied.applier_change.map(|mut c| {
+            c.gained.remove_all(strip_set());
+            if let Some(prev) = &previous {
+                c.dropped.union_with(strip_set().intersection(prev));
+            }
+            c
+        });
+        Ok((applied.object, m, applied.comparison, change))
     }
 
     /// A non-apply write (create, update, patch) of `new_obj` by `manager` (`FieldManager.Update`).
@@ -492,6 +505,7 @@ impl<'s> FieldManager<'s> {
                 changed: true,
                 comparison: None,
                 before: None,
+                applier_change: None,
             }
         } else {
             self.cap_managers(live, &new_obj, m, manager)?
@@ -551,6 +565,7 @@ impl<'s> FieldManager<'s> {
             changed: true,
             comparison: None,
             before: None,
+            applier_change: None,
         })
     }
 }

@@ -23,5 +23,14 @@ pub struct VersionedSet {
     pub applied: bool,
 }
 
+/// How an applier's field set changed in an apply.
+#[derive(Clone, Debug, Default)]
+pub struct SetChange {
+    /// New minus previous.
+    pub gained: Set,
+    /// Previous minus new.
+    pub dropped: Set,
+}
+
 /// Managed fields keyed by manager identity (see [`crate::managedfields::identity`]).
 pub type ManagedFields = BTreeMap<String, VersionedSet>;

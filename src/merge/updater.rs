@@ -3,7 +3,7 @@
 //! caller marks unknown are dropped, as kube-apiserver drops versions it no longer serves.
 
 use super::prune::{self, PlainSets};
-use super::{Conflict, Conflicts, ManagedFields, VersionedSet};
+use super::{Conflict, Conflicts, ManagedFields, SetChange, VersionedSet};
 use crate::fieldpath::{Path, Set};
 use crate::schema::{Schema, TypeRef};
 use crate::typed::{self, ApplyWalk, Comparison};
@@ -43,6 +43,8 @@ pub struct Applied {
     pub managers: ManagedFields,
     /// What changed between the live object and the result (reset fields excluded).
     pub comparison: Comparison,
+    /// How the applier's set changed, when the prune check worked it out.
+    pub applier_change: Option<SetChange>,
 }
 
 impl<'s> Updater<'s> {
@@ -306,7 +308,8 @@ impl<'s> Updater<'s> {
                 applied: true,
             },
         );
-        let (merged, pruned_nothing) = self.prune(merged, &managers, manager, last.as_ref())?;
+        let (merged, pruned_nothing, applier_change) =
+            self.prune(merged, &managers, manager, last.as_ref())?;
         let raw = match (pruned_nothing, merged_cmp) {
             (true, Some(cmp)) => cmp,
             // `merged` differs from `live` only where the config says something.
@@ -336,6 +339,7 @@ impl<'s> Updater<'s> {
             object,
             managers,
             comparison,
+            applier_change,
         })
     }
 
@@ -359,12 +363,12 @@ impl<'s> Updater<'s> {
         managers: &ManagedFields,
         manager: &str,
         last: Option<&VersionedSet>,
-    ) -> Result<(Value, bool), UpdateError> {
+    ) -> Result<(Value, bool, Option<SetChange>), UpdateError> {
         let Some(last) = last.filter(|l| !l.set.is_empty()) else {
-            return Ok((merged, true));
+            return Ok((merged, true, None));
         };
         if !self.convertible(&last.api_version) {
-            return Ok((merged, true));
+            return Ok((merged, true, None));
         }
         // The applier's new set first: a re-apply mostly repeats what it applied before.
         let mine = managers
@@ -377,11 +381,15 @@ impl<'s> Updater<'s> {
             .map(|(_, vs)| &*vs.set)
             .collect();
         let (sc, tr) = (self.schema, self.type_ref);
+        let mut change = None;
         let unprunable = match (mine, self.plain) {
             // The previous set's shape is known: only what the applier dropped needs a look.
             (Some(mine), Some(plain)) if plain.contains(&last.set) => {
-                let dropped = last.set.difference(mine);
-                prune::nothing_dropped_to_prune(sc, tr, &last.set, &dropped, mine, &others)
+                let (gained, dropped) = mine.differences(&last.set);
+                let ok =
+                    prune::nothing_dropped_to_prune(sc, tr, &last.set, &dropped, mine, &others);
+                change = Some(SetChange { gained, dropped });
+                ok
             }
             _ => prune::nothing_to_prune(sc, tr, &last.set, mine, &others, false),
         };
@@ -401,10 +409,14 @@ impl<'s> Updater<'s> {
                     "prune fast path disagrees with the full algorithm"
                 );
             }
-            return Ok((merged, true));
+            return Ok((merged, true, change));
         }
         let last_named = self.named(&last.set);
-        Ok((self.prune_full(merged, managers, last, &last_named)?, false))
+        Ok((
+            self.prune_full(merged, managers, last, &last_named)?,
+            false,
+            change,
+        ))
     }
 
     /// The reference's three passes, unabridged.

@@ -100,7 +100,18 @@ impl<'a> Context<'a> {
         };
         let taken_paths: Vec<&Path> = taken_over.iter().map(|t| &t.path_elements).collect();
 
-        let (gained, dropped) = new_set.differences(old_set);
+        let (gained, dropped) = match (out.applier_change, &out.before) {
+            (Some(c), None) => (c.gained, c.dropped),
+            _ => new_set.differences(old_set),
+        };
+        #[cfg(debug_assertions)]
+        {
+            let (g, d) = new_set.differences(old_set);
+            debug_assert!(
+                g.equals(&gained) && d.equals(&dropped),
+                "applier change differs"
+            );
+        }
         let shared = leaf_paths(&gained)
             .into_iter()
             .filter(|p| !taken_paths.contains(&p))
