@@ -210,6 +210,7 @@ proptest! {
             prop_assert!(walk.set.equals(&set));
             let merged = typed::merge(sc, t, &live, &config).unwrap().unwrap_or(Value::Null);
             prop_assert!(walk.merged.strict_eq(&merged));
+            prop_assert_eq!(walk.unchanged, fieldguard::value::equals(&live, &merged));
             let cmp = typed::compare_merged(sc, t, &live, &merged, &config).unwrap();
             prop_assert!(walk.comparison.added.equals(&cmp.added));
             prop_assert!(walk.comparison.modified.equals(&cmp.modified));

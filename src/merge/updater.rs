@@ -269,13 +269,14 @@ impl<'s> Updater<'s> {
             set,
             merged,
             comparison,
+            unchanged,
         } = walk;
         self.apply_merged(
             live,
             config,
             set,
             merged,
-            Some(comparison),
+            Some((comparison, unchanged)),
             version,
             managers,
             manager,
@@ -284,7 +285,8 @@ impl<'s> Updater<'s> {
     }
 
     /// The rest of an apply once the config is merged: claim, prune, ownership, conflicts.
-    /// `merged_cmp` is the comparison of `live` and `merged`, if known.
+    /// `merged_cmp` is the comparison of `live` and `merged` and whether they are equal, if
+    /// known.
     #[allow(clippy::too_many_arguments)]
     fn apply_merged(
         &self,
@@ -292,7 +294,7 @@ impl<'s> Updater<'s> {
         config: &Value,
         set: Set,
         merged: Value,
-        merged_cmp: Option<Comparison>,
+        merged_cmp: Option<(Comparison, bool)>,
         version: &str,
         mut managers: ManagedFields,
         manager: &str,
@@ -310,8 +312,12 @@ impl<'s> Updater<'s> {
         );
         let (merged, pruned_nothing, applier_change) =
             self.prune(merged, &managers, manager, last.as_ref())?;
+        let mut unchanged = None;
         let raw = match (pruned_nothing, merged_cmp) {
-            (true, Some(cmp)) => cmp,
+            (true, Some((cmp, same))) => {
+                unchanged = Some(same);
+                cmp
+            }
             // `merged` differs from `live` only where the config says something.
             (true, None) => {
                 typed::compare_merged(self.schema, self.type_ref, live, &merged, config)
@@ -330,7 +336,7 @@ impl<'s> Updater<'s> {
             );
         }
         let comparison = self.update_managers(raw, version, &mut managers, manager, force)?;
-        let object = if value::equals(live, &merged) {
+        let object = if unchanged.unwrap_or_else(|| value::equals(live, &merged)) {
             None
         } else {
             Some(merged)

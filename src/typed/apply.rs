@@ -29,6 +29,9 @@ pub struct ApplyWalk {
     pub merged: Value,
     /// What changed from the live object to `merged`.
     pub comparison: Comparison,
+    /// True if `merged` equals the live object ([`crate::value::equals`]): nothing changed and
+    /// no list was reordered.
+    pub unchanged: bool,
 }
 
 /// Validates `config`, computes its field set, merges it into `live` and compares the result
@@ -42,10 +45,14 @@ pub fn apply_walk(
 ) -> Option<ApplyWalk> {
     let w = Walker { schema };
     let out = w.node(tr, 0, Some(live), config)?;
+    // The root's own change is not a path, but it is a change.
+    let root_changed = out.diff.here != 0;
+    let comparison = out.diff.into_comparison();
     let walk = ApplyWalk {
         set: out.set,
         merged: out.merged,
-        comparison: out.diff.into_comparison(),
+        unchanged: !out.moved && !root_changed && comparison.is_same(),
+        comparison,
     };
     #[cfg(debug_assertions)]
     check_against_reference(schema, tr, live, config, &walk);
@@ -78,6 +85,11 @@ fn check_against_reference(
             && cmp.removed.equals(&walk.comparison.removed),
         "apply walk: comparison differs"
     );
+    assert_eq!(
+        walk.unchanged,
+        crate::value::equals(live, &merged),
+        "apply walk: unchanged differs"
+    );
 }
 
 /// One node's results: whether its own path is in the config's set and the set below it (as
@@ -87,6 +99,8 @@ struct Out {
     set: Set,
     merged: Value,
     diff: Diff,
+    /// Some list below has its live items in a new order.
+    moved: bool,
 }
 
 impl Out {
@@ -97,6 +111,7 @@ impl Out {
             set: Set::new(),
             merged: rhs.clone(),
             diff: leaf_diff(lhs, Some(rhs)),
+            moved: false,
         }
     }
 
@@ -107,6 +122,7 @@ impl Out {
             set: Set::new(),
             merged: lhs.clone(),
             diff: Diff::default(),
+            moved: false,
         }
     }
 }
@@ -202,13 +218,25 @@ impl<'s> Walker<'s> {
         };
         let mut acc = Acc::default();
         let mut merged = Vec::with_capacity(ll.len().max(rl.len()));
+        // The live items must come out in their order for the list to be unchanged.
+        let (mut next_live, mut moved) = (0usize, false);
+        let visit = |i: Option<usize>, next_live: &mut usize, moved: &mut bool| {
+            *moved |= i != Some(*next_live);
+            *next_live = i.map_or(*next_live, |i| i + 1);
+        };
         for step in list_merge_steps(&li, &ri) {
             match step {
-                ListStep::Lhs(i) => merged.push(ll[i].clone()),
+                ListStep::Lhs(i) => {
+                    visit(Some(i), &mut next_live, &mut moved);
+                    merged.push(ll[i].clone());
+                }
                 ListStep::Rhs(r) => {
                     let pe = ri.pe_at(r);
-                    let twin = li.find_at(pe, r).map(|i| &ll[i]);
+                    let twin_at = li.find_at(pe, r);
+                    visit(twin_at, &mut next_live, &mut moved);
+                    let twin = twin_at.map(|i| &ll[i]);
                     let c = self.node(&l.element_type, depth + 1, twin, &rl[r])?;
+                    moved |= c.moved;
                     set.members.push(pe.clone());
                     if !c.set.is_empty() {
                         set.children.push((pe.clone(), c.set));
@@ -223,6 +251,7 @@ impl<'s> Walker<'s> {
             set: set.finish(),
             merged: Value::List(merged),
             diff: container_diff(acc, lhs),
+            moved: moved || next_live != ll.len(),
         })
     }
 
@@ -264,7 +293,9 @@ impl<'s> Walker<'s> {
         let mut merged = Map::with_capacity(lm.map_or(0, Map::len) + rm.len());
         let rlook = rm.lookup();
         // One config key's results, recorded as the validate walk and compare record them.
+        let mut moved = false;
         let mut take = |k: &Str, val: &Value, declared: bool, c: Out, merged: &mut Map| {
+            moved |= c.moved;
             let empty_map = matches!(val, Value::Map(x) if x.is_empty());
             let pe = PathElement::Field(k.clone());
             if c.own || val.is_null() || empty_map || !declared {
@@ -308,6 +339,7 @@ impl<'s> Walker<'s> {
             set: set.finish(),
             merged: Value::Map(merged),
             diff: container_diff(acc, lhs),
+            moved,
         })
     }
 }
