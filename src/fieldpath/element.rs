@@ -47,7 +47,17 @@ impl PathElement {
     }
 
     /// smd `PathElement.Compare`: Field < Key < Value < Index, then by content.
+    #[inline]
     pub fn compare(&self, other: &PathElement) -> Ordering {
+        // Field names are most of what sets hold; compare them without the general match.
+        if let (PathElement::Field(a), PathElement::Field(b)) = (self, other) {
+            return a.as_bytes().cmp(b.as_bytes());
+        }
+        self.compare_other(other)
+    }
+
+    #[inline(never)]
+    fn compare_other(&self, other: &PathElement) -> Ordering {
         match (self, other) {
             (PathElement::Field(a), PathElement::Field(b)) => a.as_bytes().cmp(b.as_bytes()),
             (PathElement::Key(a), PathElement::Key(b)) => compare_keys(a, b),
