@@ -5,7 +5,7 @@
 
 use super::element::{KeyField, PathElement};
 use super::set::Set;
-use crate::value::gofmt::{Escape, write_json_string, write_json_string_body};
+use crate::value::gofmt::{Escape, json_plain, json_plain_everywhere, write_json_string};
 use crate::value::json::{self as vjson, Style};
 use crate::value::{Map, Str, Value};
 use std::fmt::Write;
@@ -24,8 +24,8 @@ const MAX_DEPTH: usize = 512;
 impl Set {
     /// Encodes the set as FieldsV1 JSON, exactly as structured-merge-diff does.
     pub fn to_fields_v1(&self) -> String {
-        let mut out = String::with_capacity(64);
-        let mut key = String::with_capacity(32);
+        let mut out = String::with_capacity(256);
+        let mut key = String::new();
         out.push('{');
         self.emit(false, &mut out, &mut key);
         out.push('}');
@@ -139,13 +139,68 @@ fn pe_text(s: &mut String, pe: &PathElement) {
     }
 }
 
+/// Writes a key value embedded in a JSON string when that needs no escaping at either level
+/// (json-iterator encodes the value HTML-safe, then the key is itself a JSON string): plain
+/// strings and non-string scalars. False otherwise (the caller discards what was written).
+fn write_value_embedded(out: &mut String, v: &Value) -> bool {
+    match v {
+        Value::String(s) if json_plain_everywhere(s) => {
+            out.push_str("\\\"");
+            out.push_str(s);
+            out.push_str("\\\"");
+            true
+        }
+        Value::String(_) | Value::List(_) | Value::Map(_) => false,
+        // Numbers and literals print without characters JSON escapes.
+        scalar => {
+            vjson::write(out, scalar, Style::JSONITER);
+            true
+        }
+    }
+}
+
 fn write_key(out: &mut String, buf: &mut String, pe: &PathElement) {
-    if let PathElement::Field(n) = pe {
-        out.push_str("\"f:");
-        write_json_string_body(out, n, Escape::Minimal);
+    let mark = out.len();
+    let direct = match pe {
+        PathElement::Field(n) if json_plain(n) => {
+            out.push_str("\"f:");
+            out.push_str(n);
+            true
+        }
+        PathElement::Key(fields) => {
+            out.push_str("\"k:{");
+            let mut ok = true;
+            for (i, f) in fields.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                if !json_plain_everywhere(&f.name) {
+                    ok = false;
+                    break;
+                }
+                out.push_str("\\\"");
+                out.push_str(&f.name);
+                out.push_str("\\\":");
+                if !write_value_embedded(out, &f.value) {
+                    ok = false;
+                    break;
+                }
+            }
+            out.push('}');
+            ok
+        }
+        PathElement::Value(v) => {
+            out.push_str("\"v:");
+            write_value_embedded(out, v)
+        }
+        _ => false,
+    };
+    if direct {
         out.push('"');
         return;
     }
+    // Anything needing escapes: the key's text, escaped as a whole.
+    out.truncate(mark);
     buf.clear();
     pe_text(buf, pe);
     write_json_string(out, buf, Escape::Minimal);

@@ -205,6 +205,53 @@ static HTML: [u8; 256] = table(Escape::Html);
 static NO_HTML: [u8; 256] = table(Escape::NoHtml);
 static MINIMAL: [u8; 256] = table(Escape::Minimal);
 
+const LO: u64 = 0x0101_0101_0101_0101;
+const HI: u64 = 0x8080_8080_8080_8080;
+
+/// True if some byte of `x` is zero.
+#[inline]
+fn has_zero(x: u64) -> bool {
+    x.wrapping_sub(LO) & !x & HI != 0
+}
+
+/// True if some byte of `x` equals `b`.
+#[inline]
+fn has_byte(x: u64, b: u8) -> bool {
+    has_zero(x ^ (b as u64 * LO))
+}
+
+/// Checks `s` eight bytes at a time: false if some byte is a control character or one of
+/// `extra` (the bytes of the tail are checked one by one).
+#[inline]
+fn none_of(s: &str, extra: &[u8]) -> bool {
+    let b = s.as_bytes();
+    let mut chunks = b.chunks_exact(8);
+    for c in &mut chunks {
+        let x = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+        // A byte below 0x20 (bytes >= 0x80 are excluded by `!x & HI`).
+        if x.wrapping_sub(0x20 * LO) & !x & HI != 0 || extra.iter().any(|&e| has_byte(x, e)) {
+            return false;
+        }
+    }
+    !chunks
+        .remainder()
+        .iter()
+        .any(|&c| c < 0x20 || extra.contains(&c))
+}
+
+/// True if JSON writes `s` verbatim with minimal escaping (no control byte, `"` or `\\`).
+#[inline]
+pub fn json_plain(s: &str) -> bool {
+    none_of(s, b"\"\\")
+}
+
+/// True if every escaping style writes `s` verbatim (also no `<`, `>`, `&` or the lead byte
+/// of U+2028/U+2029).
+#[inline]
+pub fn json_plain_everywhere(s: &str) -> bool {
+    none_of(s, b"\"\\<>&\xE2")
+}
+
 /// Appends `s` as a JSON string literal with the given escaping rules.
 pub fn write_json_string(out: &mut String, s: &str, esc: Escape) {
     out.push('"');
@@ -214,6 +261,14 @@ pub fn write_json_string(out: &mut String, s: &str, esc: Escape) {
 
 /// Appends the escaped contents of a JSON string literal (without the quotes).
 pub fn write_json_string_body(out: &mut String, s: &str, esc: Escape) {
+    let verbatim = match esc {
+        Escape::Minimal => json_plain(s),
+        _ => json_plain_everywhere(s),
+    };
+    if verbatim {
+        out.push_str(s);
+        return;
+    }
     let t = match esc {
         Escape::Html => &HTML,
         Escape::NoHtml => &NO_HTML,
@@ -271,6 +326,30 @@ pub fn write_json_string_body(out: &mut String, s: &str, esc: Escape) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_checks_agree_with_byte_by_byte_checks() {
+        let alphabet = [
+            "a", "Z", "0", "\"", "\\", "\n", "\u{1f}", " ", "<", ">", "&", "é", "\u{2028}", "~",
+            "\u{7f}",
+        ];
+        let mut seed = 7u64;
+        for _ in 0..5000 {
+            let mut s = String::new();
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let len = (seed >> 59) as usize;
+            for k in 0..len {
+                let r = seed.rotate_left(k as u32 * 7) as usize;
+                s.push_str(alphabet[r % alphabet.len()]);
+            }
+            let minimal = !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\');
+            let everywhere = minimal && !s.bytes().any(|b| matches!(b, b'<' | b'>' | b'&' | 0xE2));
+            assert_eq!(json_plain(&s), minimal, "{s:?}");
+            assert_eq!(json_plain_everywhere(&s), everywhere, "{s:?}");
+        }
+    }
 
     // Expected strings were printed by Go 1.19 (encoding/json, json-iterator, fmt %v).
     #[test]
