@@ -7,8 +7,8 @@ use super::entry::{Managed, ManagedFieldsEntry, Operation, Time, decode, encode,
 use crate::fieldpath::{Path, Set};
 use crate::merge::{Conflicts, PlainSets, SetChange, UpdateError, Updater, VersionedSet};
 use crate::schema::{Schema, TypeRef};
-use crate::typed;
 use crate::typed::Comparison;
+use crate::typed::{self, ListIndexes};
 use crate::value::json::Style;
 use crate::value::{Map, Value};
 use std::collections::{BTreeMap, HashSet};
@@ -68,12 +68,11 @@ pub struct FieldManager<'s> {
 /// Switches for callers that hold more state than the apiserver's request has.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ManagerOptions<'s> {
-    /// The live object was validated and its managers reconciled already ([`Prepared`]).
-    pub prepared: bool,
+    /// The live object and managers passed in are this prepared object's: validated,
+    /// reconciled and indexed already.
+    pub prepared: Option<&'s Prepared>,
     /// Keep the managers as they were just before the final merge (for explanations).
     pub capture_before: bool,
-    /// Which managers' sets are plain ([`Prepared::plain`]).
-    pub plain: Option<&'s PlainSets>,
 }
 
 /// The result of a successful request, decoded.
@@ -96,17 +95,29 @@ pub struct Outcome {
 type Step = Result<Outcome, ManagerError>;
 
 /// A live object prepared once for many requests: managed fields decoded and reconciled with
-/// the schema, the object validated. What a watch cache keeps.
-#[derive(Clone, Debug)]
+/// the schema, the object validated, its lists indexed. What a watch cache keeps (shared, as
+/// `Arc<Prepared>`). Immutable: the indexes refer to the object and the sets by address.
+#[derive(Debug)]
 pub struct Prepared {
-    /// The object without `metadata.managedFields`.
-    pub object: Value,
-    pub managed: Managed,
+    object: Value,
+    managed: Managed,
     /// Which of the managers' sets are plain for the type (speeds up applies).
-    pub plain: PlainSets,
+    plain: PlainSets,
+    /// The object's list indexes (speeds up applies).
+    lists: ListIndexes,
 }
 
 impl Prepared {
+    /// The object, without `metadata.managedFields`.
+    pub fn object(&self) -> &Value {
+        &self.object
+    }
+
+    /// Its managed fields, decoded and reconciled with the schema.
+    pub fn managed(&self) -> &Managed {
+        &self.managed
+    }
+
     /// Prepares `object` (which may carry `metadata.managedFields`) for requests of `tr`.
     pub fn new(schema: &Schema, tr: &TypeRef, object: &Value) -> Result<Prepared, ManagerError> {
         let entries = match object.get_path(&["metadata", "managedFields"]) {
@@ -132,10 +143,12 @@ impl Prepared {
             .reconcile_all(std::mem::take(&mut managed.fields))
             .map_err(|e| ManagerError::Failed(e.to_string()))?;
         let plain = PlainSets::of(schema, tr, managed.fields.values().map(|vs| &vs.set));
+        let lists = ListIndexes::of(schema, tr, &object);
         Ok(Prepared {
             object,
             managed,
             plain,
+            lists,
         })
     }
 }
@@ -191,8 +204,8 @@ impl<'s> FieldManager<'s> {
             type_ref: self.type_ref,
             ignored: self.ignored,
             known_versions: self.known_versions,
-            reconciled: self.options.prepared,
-            plain: self.options.plain,
+            reconciled: self.options.prepared.is_some(),
+            plain: self.options.prepared.map(|p| &p.plain),
         }
     }
 
@@ -405,11 +418,13 @@ impl<'s> FieldManager<'s> {
         }
         // One walk when it can (the live object must be known valid); else the reference's
         // three steps, which also produce its exact errors.
-        let live_valid = self.options.prepared
-            || typed::validate(self.schema, self.type_ref, live, true).is_ok();
-        let walk = live_valid
-            .then(|| typed::apply_walk(self.schema, self.type_ref, live, patch))
-            .flatten();
+        let walk = match self.options.prepared {
+            Some(p) => typed::apply_walk_indexed(self.schema, self.type_ref, live, &p.lists, patch),
+            None => typed::validate(self.schema, self.type_ref, live, true)
+                .is_ok()
+                .then(|| typed::apply_walk(self.schema, self.type_ref, live, patch))
+                .flatten(),
+        };
         let previous = m.fields.get(key).map(|vs| vs.set.clone());
         let fields = std::mem::take(&mut m.fields);
         let applied = match walk {
@@ -430,7 +445,7 @@ impl<'s> FieldManager<'s> {
                         ))
                     },
                 )?;
-                if !self.options.prepared {
+                if self.options.prepared.is_none() {
                     self.check(live, "live object", true)?;
                 }
                 self.updater().apply_with_set(

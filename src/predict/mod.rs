@@ -168,14 +168,15 @@ pub fn predict(req: &ApplyRequest) -> Prediction {
     let api_version = api_version_of(req.config).to_string();
     let kind = req.config.str_at(&["kind"]).unwrap_or("").to_string();
     let created;
+    let nobody = Managed::default();
     let (live_obj, live_managed) = match req.live {
-        Some(p) => (&p.object, p.managed.clone()),
+        Some(p) => (p.object(), p.managed()),
         None => {
             let mut m = crate::value::Map::new();
             m.insert("apiVersion", Value::from(api_version.as_str()));
             m.insert("kind", Value::from(kind.as_str()));
             created = Value::Map(m);
-            (&created, Managed::default())
+            (&created, &nobody)
         }
     };
     let fm = FieldManager {
@@ -188,9 +189,8 @@ pub fn predict(req: &ApplyRequest) -> Prediction {
         known_versions: None,
         now: req.now,
         options: ManagerOptions {
-            prepared: req.live.is_some(),
+            prepared: req.live,
             capture_before: true,
-            plain: req.live.map(|p| &p.plain),
         },
     };
     let first = fm.apply_managed(
@@ -230,7 +230,7 @@ pub fn predict(req: &ApplyRequest) -> Prediction {
     let ctx = explain::Context {
         req,
         live: live_obj,
-        live_managed: &live_managed,
+        live_managed,
         exists: req.live.is_some(),
     };
     match outcome {

@@ -434,9 +434,8 @@ fn prepared_apply(
     let p = Prepared::new(fm.schema, fm.type_ref, &with_entries).ok()?;
     let fm = FieldManager {
         options: ManagerOptions {
-            prepared: true,
+            prepared: Some(&p),
             capture_before: false,
-            plain: Some(&p.plain),
         },
         api_version: fm.api_version.clone(),
         kind: fm.kind.clone(),
@@ -444,7 +443,7 @@ fn prepared_apply(
         ..*fm
     };
     Some(
-        fm.apply_managed(&p.object, body, p.managed.clone(), manager, force)
+        fm.apply_managed(p.object(), body, p.managed().clone(), manager, force)
             .map(|out| ApplyOutcome {
                 changed: out.changed,
                 entries: encode(&out.managed),

@@ -15,7 +15,7 @@
 use super::compare::{ADDED, Acc, Comparison, Diff, leaf_diff};
 use super::merge::{ListStep, list_merge_steps};
 use super::validate::{MAX_PATH_DEPTH, assemble, config_part_is_valid};
-use super::{Handler, ListIndex, check_scalar, handler};
+use super::{Handler, ListIndex, ListIndexes, check_scalar, handler};
 use crate::fieldpath::{PathElement, Set};
 use crate::schema::{ElementRelationship, List, MapType, Schema, TypeRef};
 use crate::value::{Map, Str, Value};
@@ -43,7 +43,29 @@ pub fn apply_walk(
     live: &Value,
     config: &Value,
 ) -> Option<ApplyWalk> {
-    let w = Walker { schema };
+    walk(schema, tr, live, config, None)
+}
+
+/// [`apply_walk`] with the live object's list indexes built beforehand ([`ListIndexes::of`]
+/// for this very `live`).
+pub fn apply_walk_indexed(
+    schema: &Schema,
+    tr: &TypeRef,
+    live: &Value,
+    lists: &ListIndexes,
+    config: &Value,
+) -> Option<ApplyWalk> {
+    walk(schema, tr, live, config, Some(lists))
+}
+
+fn walk(
+    schema: &Schema,
+    tr: &TypeRef,
+    live: &Value,
+    config: &Value,
+    lists: Option<&ListIndexes>,
+) -> Option<ApplyWalk> {
+    let w = Walker { schema, lists };
     let out = w.node(tr, 0, Some(live), config)?;
     // The root's own change is not a path, but it is a change.
     let root_changed = out.diff.here != 0;
@@ -129,6 +151,7 @@ impl Out {
 
 struct Walker<'s> {
     schema: &'s Schema,
+    lists: Option<&'s ListIndexes>,
 }
 
 /// The config-side contributions of a container's children, gathered like the validate walk.
@@ -208,8 +231,32 @@ impl<'s> Walker<'s> {
         if !problems.is_empty() || (0..rl.len()).any(|i| !ri.is_first(i)) {
             return None;
         }
-        let (li, problems) = ListIndex::build(self.schema, l, er, ll);
-        if !problems.is_empty() || (0..ll.len()).any(|i| li.is_duplicated(i)) {
+        let built;
+        let li = match self.lists.and_then(|x| x.get(ll)) {
+            Some(li) => {
+                #[cfg(debug_assertions)]
+                {
+                    let (fresh, _) = ListIndex::build(self.schema, l, er, ll);
+                    debug_assert!(
+                        (0..ll.len()).all(|i| fresh.pes[i]
+                            .as_ref()
+                            .zip(li.pes[i].as_ref())
+                            .is_some_and(|(a, b)| a.equals(b))),
+                        "stale list index"
+                    );
+                }
+                li
+            }
+            None => {
+                let (fresh, problems) = ListIndex::build(self.schema, l, er, ll);
+                if !problems.is_empty() {
+                    return None;
+                }
+                built = fresh;
+                &built
+            }
+        };
+        if (0..ll.len()).any(|i| li.is_duplicated(i)) {
             return None;
         }
         let mut set = SetParts {
@@ -224,7 +271,7 @@ impl<'s> Walker<'s> {
             *moved |= i != Some(*next_live);
             *next_live = i.map_or(*next_live, |i| i + 1);
         };
-        for step in list_merge_steps(&li, &ri) {
+        for step in list_merge_steps(li, &ri) {
             match step {
                 ListStep::Lhs(i) => {
                     visit(Some(i), &mut next_live, &mut moved);

@@ -9,7 +9,7 @@ mod reconcile;
 mod remove;
 mod validate;
 
-pub use apply::{ApplyWalk, apply_walk};
+pub use apply::{ApplyWalk, apply_walk, apply_walk_indexed};
 pub use compare::{Comparison, compare, compare_merged};
 pub use merge::merge;
 pub use reconcile::reconcile_field_set_with_schema;
@@ -244,6 +244,64 @@ pub(crate) fn is_untyped_deduced_map(m: &crate::schema::MapType) -> bool {
 
 /// Lists up to this length group their items by linear comparison (no sorting).
 const SMALL_LIST: usize = 16;
+
+/// The indexes of an object's associative lists, built once for an object that serves many
+/// requests (a prepared live object). Lists are found by address, so an index is only valid
+/// for the very object it was built from, while that object is neither moved nor changed.
+#[derive(Default)]
+pub struct ListIndexes(rustc_hash::FxHashMap<usize, ListIndex>);
+
+impl std::fmt::Debug for ListIndexes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ListIndexes({} lists)", self.0.len())
+    }
+}
+
+impl ListIndexes {
+    /// Indexes every non-empty associative list of `v` (typed `tr`) whose items all have PEs.
+    pub fn of(schema: &Schema, tr: &TypeRef, v: &Value) -> ListIndexes {
+        let mut out = ListIndexes::default();
+        out.visit(schema, tr, v, 0);
+        out
+    }
+
+    fn visit(&mut self, schema: &Schema, tr: &TypeRef, v: &Value, depth: usize) {
+        if depth > 2 * crate::value::MAX_DEPTH {
+            return;
+        }
+        let Some(atom) = schema.resolve(tr) else {
+            return;
+        };
+        match (handler(&atom.deduce(Some(v))), v) {
+            (Handler::Map(m, er), Value::Map(map)) if er != ElementRelationship::Atomic => {
+                for (k, child) in map.iter() {
+                    self.visit(schema, field_type(m, k), child, depth + 1);
+                }
+            }
+            (Handler::List(l, ElementRelationship::Associative), Value::List(items))
+                if !items.is_empty() =>
+            {
+                let (idx, problems) =
+                    ListIndex::build(schema, l, ElementRelationship::Associative, items);
+                if problems.is_empty() {
+                    self.0.insert(items.as_ptr() as usize, idx);
+                }
+                for item in items {
+                    self.visit(schema, &l.element_type, item, depth + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The index of `items`, if they are one of the indexed lists.
+    pub(crate) fn get(&self, items: &[Value]) -> Option<&ListIndex> {
+        if items.is_empty() {
+            return None;
+        }
+        self.0.get(&(items.as_ptr() as usize))
+    }
+}
 
 /// The path elements of a list's items, grouped: which items share a PE, in original order.
 pub(crate) struct ListIndex {
