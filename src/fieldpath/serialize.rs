@@ -513,7 +513,13 @@ impl<'a> Decoder<'a> {
                     return self.err(format!("parsing key as path element: {m}"));
                 }
                 Some(Ok(pe)) => {
-                    let (grand, child_member) = self.object(depth + 1)?;
+                    // Most values are `{}` (a leaf member): no need to recurse for those.
+                    let (grand, child_member) = if self.b[self.i..].starts_with(b"{}") {
+                        self.i += 2;
+                        (None, true)
+                    } else {
+                        self.object(depth + 1)?
+                    };
                     let node = children.get_or_insert_with(Set::new);
                     match (child_member, grand) {
                         (true, Some(g)) => {
@@ -557,7 +563,39 @@ impl<'a> Decoder<'a> {
             self.i = end + 1;
             return Ok(KeyText::Borrowed(&self.s[start..end]));
         }
-        // Escapes: let serde_json resolve the literal (rare except for `k:` keys).
+        // Escapes (every `k:` key has them): the common ones (`\\"`, `\\\\`, `\\/`) are
+        // resolved in one pass; anything else goes to serde_json below.
+        self.scratch.clear();
+        self.scratch.push_str(&self.s[start..end]);
+        let mut j = end;
+        let mut simple = true;
+        while j < self.b.len() {
+            match self.b[j] {
+                b'"' => break,
+                b'\\' => match self.b.get(j + 1) {
+                    Some(&c @ (b'"' | b'\\' | b'/')) => {
+                        self.scratch.push(c as char);
+                        j += 2;
+                    }
+                    _ => {
+                        simple = false;
+                        break;
+                    }
+                },
+                _ => {
+                    // Copy the run up to the next quote or backslash.
+                    let from = j;
+                    while j < self.b.len() && !matches!(self.b[j], b'"' | b'\\') {
+                        j += 1;
+                    }
+                    self.scratch.push_str(&self.s[from..j]);
+                }
+            }
+        }
+        if simple && j < self.b.len() {
+            self.i = j + 1;
+            return Ok(KeyText::Scratch);
+        }
         let lit_start = start - 1;
         let mut j = end;
         loop {
