@@ -127,9 +127,19 @@ impl<'de> Visitor<'de> for ValueVisitor {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
         let mut m = Map::with_capacity(access.size_hint().unwrap_or(4));
+        // Keys seen, by a cheap signature (length and last byte): a key whose signature is new
+        // cannot repeat an earlier one, so only the rest are looked up.
+        let mut seen = 0u64;
         while let Some(k) = access.next_key::<KeyStr>()? {
             let v: Value = access.next_value()?;
-            m.insert(k.0, v);
+            let b = k.0.as_bytes();
+            let sig = 1u64 << ((b.len() as u64 & 7) << 3 | (b.last().copied().unwrap_or(0) as u64 & 7));
+            if seen & sig == 0 {
+                seen |= sig;
+                m.push_unique(k.0, v);
+            } else {
+                m.insert(k.0, v);
+            }
         }
         Ok(Value::Map(m))
     }
@@ -310,6 +320,12 @@ mod tests {
     fn duplicate_keys_keep_last_value() {
         let v = parse(br#"{"a":1,"b":2,"a":3}"#).unwrap();
         assert_eq!(to_string(&v, Style::PLAIN), r#"{"a":3,"b":2}"#);
+        // Keys alike in length and last byte are still told apart; repeats are found.
+        let v = parse(br#"{"ab":1,"cb":2,"ab":3,"":4,"cb":5,"":6,"abcdefghb":7}"#).unwrap();
+        assert_eq!(
+            to_string(&v, Style::PLAIN),
+            r#"{"ab":3,"cb":5,"":6,"abcdefghb":7}"#
+        );
     }
 
     #[test]
