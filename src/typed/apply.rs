@@ -336,6 +336,7 @@ impl<'s> Walker<'s> {
             return Some(Out::leaf(false, lhs, rhs));
         }
         let mut set = SetParts::default();
+        let keys = rm.len();
         let mut acc = Acc::default();
         let mut merged = Map::with_capacity(lm.map_or(0, Map::len) + rm.len());
         let rlook = rm.lookup();
@@ -345,10 +346,17 @@ impl<'s> Walker<'s> {
             moved |= c.moved;
             let empty_map = matches!(val, Value::Map(x) if x.is_empty());
             let pe = PathElement::Field(k.clone());
+            // Sized for the config's keys on first use: one allocation, not a few doublings.
             if c.own || val.is_null() || empty_map || !declared {
+                if set.members.capacity() == 0 {
+                    set.members.reserve_exact(keys);
+                }
                 set.members.push(pe.clone());
             }
             if !c.set.is_empty() {
+                if set.children.capacity() == 0 {
+                    set.children.reserve_exact(keys);
+                }
                 set.children.push((pe.clone(), c.set));
             }
             if !c.diff.is_empty() {

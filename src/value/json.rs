@@ -133,7 +133,8 @@ impl<'de> Visitor<'de> for ValueVisitor {
         while let Some(k) = access.next_key::<KeyStr>()? {
             let v: Value = access.next_value()?;
             let b = k.0.as_bytes();
-            let sig = 1u64 << ((b.len() as u64 & 7) << 3 | (b.last().copied().unwrap_or(0) as u64 & 7));
+            let sig =
+                1u64 << ((b.len() as u64 & 7) << 3 | (b.last().copied().unwrap_or(0) as u64 & 7));
             if seen & sig == 0 {
                 seen |= sig;
                 m.push_unique(k.0, v);
