@@ -40,7 +40,7 @@ pub fn check(e: &Expectation, r: &StepResult) -> CheckResult {
     }
     if let Some(want) = &e.object {
         // Compare as JSON, after the round trip the oracle's result goes through.
-        let got = r.object.clone().unwrap_or(Value::Null);
+        let got = r.object.as_deref().cloned().unwrap_or(Value::Null);
         let rt = |v: &Value| json::parse_str(&json::to_string(v, Style::GO)).unwrap_or(Value::Null);
         if !rt(want).strict_eq(&rt(&got)) {
             fails.push(format!(

@@ -69,8 +69,9 @@ fn string(m: &Map, k: &str, what: &str) -> R<String> {
     }
 }
 
-fn raw(m: &Map, k: &str) -> Option<Value> {
-    m.get(k).cloned()
+/// Takes `k` out of the (owned) case: cases are big, copying them costs.
+fn take(m: &mut Map, k: &str) -> Option<Value> {
+    m.remove(k)
 }
 
 fn object_of<'a>(v: &'a Value, what: &str) -> R<&'a Map> {
@@ -78,9 +79,20 @@ fn object_of<'a>(v: &'a Value, what: &str) -> R<&'a Map> {
         .ok_or_else(|| format!("json: cannot unmarshal {} into {what}", v.type_name()))
 }
 
+fn owned_object(v: Value, what: &str) -> R<Map> {
+    match v {
+        Value::Map(m) => Ok(m),
+        other => Err(format!(
+            "json: cannot unmarshal {} into {what}",
+            other.type_name()
+        )),
+    }
+}
+
 /// Parses a case from its JSON value.
-pub fn parse_case(v: &Value) -> R<CaseInput> {
-    let m = object_of(v, "case")?;
+pub fn parse_case(v: Value) -> R<CaseInput> {
+    let mut m = owned_object(v, "case")?;
+    let m = &mut m;
     check_keys(
         m,
         &[
@@ -104,10 +116,10 @@ pub fn parse_case(v: &Value) -> R<CaseInput> {
     string(m, "comment", "case")?;
     let mut c = CaseInput {
         name: string(m, "name", "case")?,
-        schema: raw(m, "schema"),
+        schema: take(m, "schema"),
         type_name: string(m, "typeName", "case")?,
-        live: raw(m, "live"),
-        managers: raw(m, "managers"),
+        live: take(m, "live"),
+        managers: take(m, "managers"),
         now: string(m, "now", "case")?,
         op: string(m, "op", "case")?,
         ..CaseInput::default()
@@ -133,13 +145,13 @@ pub fn parse_case(v: &Value) -> R<CaseInput> {
         }
         Some(_) => return Err("json: ignoredFields must be an object".into()),
     }
-    if let Some(a) = m.get("apply").filter(|v| !v.is_null()) {
+    if let Some(a) = take(m, "apply").filter(|v| !v.is_null()) {
         c.apply = Some(parse_step(a)?);
     }
-    if let Some(u) = m.get("update").filter(|v| !v.is_null()) {
+    if let Some(u) = take(m, "update").filter(|v| !v.is_null()) {
         c.update = Some(parse_step(u)?);
     }
-    match m.get("steps") {
+    match take(m, "steps") {
         None | Some(Value::Null) => {}
         Some(Value::List(l)) => {
             for s in l {
@@ -154,8 +166,9 @@ pub fn parse_case(v: &Value) -> R<CaseInput> {
     Ok(c)
 }
 
-fn parse_step(v: &Value) -> R<StepInput> {
-    let m = object_of(v, "step")?;
+fn parse_step(v: Value) -> R<StepInput> {
+    let mut m = owned_object(v, "step")?;
+    let m = &mut m;
     check_keys(
         m,
         &[
@@ -183,8 +196,8 @@ fn parse_step(v: &Value) -> R<StepInput> {
         manager: string(m, "manager", "step")?,
         api_version: string(m, "apiVersion", "step")?,
         subresource: string(m, "subresource", "step")?,
-        config: raw(m, "config"),
-        object: raw(m, "object"),
+        config: take(m, "config"),
+        object: take(m, "object"),
         force,
         now: string(m, "now", "step")?,
         expect: match m.get("expect").filter(|v| !v.is_null()) {

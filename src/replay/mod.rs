@@ -66,8 +66,8 @@ pub struct Replayer {
 }
 
 struct State {
-    live: Option<Value>,
-    entries: Vec<ManagedFieldsEntry>,
+    live: Option<Arc<Value>>,
+    entries: Arc<Vec<ManagedFieldsEntry>>,
 }
 
 impl Replayer {
@@ -99,7 +99,7 @@ impl Replayer {
     pub fn run_line(&mut self, line: &[u8]) -> CaseResult {
         let parsed = json::parse_limited(line, MAX_CASE_BYTES)
             .map_err(|e| e.to_string())
-            .and_then(|v| parse_case(&v));
+            .and_then(parse_case);
         match parsed {
             Ok(c) => self.run_case(&c),
             Err(e) => CaseResult {
@@ -151,7 +151,10 @@ impl Replayer {
             known_versions: c.known_versions.clone(),
             ignored,
             now: c.now.clone(),
-            state: State { live, entries },
+            state: State {
+                live: live.map(Arc::new),
+                entries: Arc::new(entries),
+            },
             steps_run: 0,
             prepared: self.prepared,
         })
@@ -177,14 +180,12 @@ impl Replayer {
             }
         };
         let single = c.steps.is_empty();
-        let steps: Vec<StepInput> = if single {
+        // (step, the op it runs as)
+        let steps: Vec<(&StepInput, &str)> = if single {
             let op = c.op.to_ascii_lowercase();
             if op == "update" || (op.is_empty() && c.update.is_some() && c.apply.is_none()) {
                 match &c.update {
-                    Some(u) => vec![StepInput {
-                        op: "update".into(),
-                        ..u.clone()
-                    }],
+                    Some(u) => vec![(u, "update")],
                     None => {
                         fail(&mut res, "op \"update\" needs an \"update\" object".into());
                         return res;
@@ -192,10 +193,7 @@ impl Replayer {
                 }
             } else if op == "apply" || op.is_empty() {
                 match &c.apply {
-                    Some(a) => vec![StepInput {
-                        op: "apply".into(),
-                        ..a.clone()
-                    }],
+                    Some(a) => vec![(a, "apply")],
                     None => {
                         fail(
                             &mut res,
@@ -209,12 +207,12 @@ impl Replayer {
                 return res;
             }
         } else {
-            c.steps.clone()
+            c.steps.iter().map(|s| (s, s.op.as_str())).collect()
         };
 
         let mut results = Vec::with_capacity(steps.len());
-        for step in &steps {
-            let mut r = match session.step(step) {
+        for &(step, op) in &steps {
+            let mut r = match session.step_as(step, op) {
                 Ok(r) => r,
                 Err(e) => {
                     fail(&mut res, e);
@@ -226,7 +224,11 @@ impl Replayer {
             }
             results.push(r);
         }
-        let mut last = results.last().cloned().unwrap_or_default();
+        let mut last = if single {
+            results.pop().unwrap_or_default()
+        } else {
+            results.last().cloned().unwrap_or_default()
+        };
         last.check = None;
         res.result = last;
         if let Some(x) = &c.expect {
@@ -268,6 +270,11 @@ pub struct Session {
 impl Session {
     /// Runs the next step. `Err` only for a malformed `now`.
     pub fn step(&mut self, step: &StepInput) -> Result<StepResult, String> {
+        self.step_as(step, &step.op)
+    }
+
+    /// Runs `step` as the given op (`apply` or `update`, any case).
+    fn step_as(&mut self, step: &StepInput, op: &str) -> Result<StepResult, String> {
         self.steps_run += 1;
         let mut now = SYNTHETIC_BASE + self.steps_run as i64;
         let now_str = if step.now.is_empty() {
@@ -278,12 +285,12 @@ impl Session {
         if !now_str.is_empty() {
             now = parse_time(now_str)?;
         }
-        Ok(run_step(self, step, now))
+        Ok(run_step(self, step, op, now))
     }
 
     /// The current object (without managed fields), if it exists.
     pub fn live(&self) -> Option<&Value> {
-        self.state.live.as_ref()
+        self.state.live.as_deref()
     }
 
     /// The current managed fields.
@@ -423,7 +430,7 @@ fn prepared_apply(
     force: bool,
 ) -> Option<Result<ApplyOutcome, ManagerError>> {
     let live = st.live.as_ref()?;
-    let mut with_entries = live.clone();
+    let mut with_entries = Value::clone(live);
     if let Some(md) = with_entries
         .as_map_mut()
         .and_then(|m| m.get_mut("metadata"))
@@ -452,12 +459,12 @@ fn prepared_apply(
     )
 }
 
-fn run_step(sess: &mut Session, step: &StepInput, now: i64) -> StepResult {
+fn run_step(sess: &mut Session, step: &StepInput, op: &str, now: i64) -> StepResult {
     let use_prepared = sess.prepared && sess.known_versions.is_empty();
     let loaded = &*sess.loaded;
     let ignored = &sess.ignored;
     let st = &mut sess.state;
-    let op = step.op.to_ascii_lowercase();
+    let op = op.to_ascii_lowercase();
     let mut r = StepResult {
         op: op.clone(),
         manager: step.manager.clone(),
@@ -480,8 +487,8 @@ fn run_step(sess: &mut Session, step: &StepInput, now: i64) -> StepResult {
             return r;
         }
     };
-    let body = match body {
-        Some(Value::Map(_)) => body.expect("checked").clone(),
+    let body: &Value = match body {
+        Some(b @ Value::Map(_)) => b,
         Some(Value::Null) | None => {
             let what = if op == "apply" {
                 "apply step needs \"config\""
@@ -544,13 +551,15 @@ fn run_step(sess: &mut Session, step: &StepInput, now: i64) -> StepResult {
         now,
         options: Default::default(),
     };
-    let live = match &st.live {
-        Some(l) => l.clone(),
+    let created;
+    let live: &Value = match &st.live {
+        Some(l) => l,
         None => {
             let mut m = Map::new();
             m.insert("apiVersion", Value::from(api_version.as_str()));
             m.insert("kind", Value::from(kind.as_str()));
-            Value::Map(m)
+            created = Value::Map(m);
+            &created
         }
     };
     let outcome = if op == "apply" {
@@ -563,11 +572,11 @@ fn run_step(sess: &mut Session, step: &StepInput, now: i64) -> StepResult {
             return r;
         }
         let fast = use_prepared
-            .then(|| prepared_apply(st, &fm, &body, &step.manager, step.force))
+            .then(|| prepared_apply(st, &fm, body, &step.manager, step.force))
             .flatten();
         match fast {
             Some(out) => out,
-            None => fm.apply(&live, &body, &st.entries, &step.manager, step.force),
+            None => fm.apply(live, body, &st.entries, &step.manager, step.force),
         }
     } else {
         let new_entries = match body.get_path(&["metadata", "managedFields"]) {
@@ -581,8 +590,8 @@ fn run_step(sess: &mut Session, step: &StepInput, now: i64) -> StepResult {
             _ => None,
         };
         fm.update(
-            &live,
-            &body,
+            live,
+            body,
             &st.entries,
             new_entries.as_deref(),
             &step.manager,
@@ -593,10 +602,11 @@ fn run_step(sess: &mut Session, step: &StepInput, now: i64) -> StepResult {
             let mut obj = o.object;
             remove_managed_fields(&mut obj);
             r.object_changed = st.live.as_ref().is_none_or(|b| !b.strict_eq(&obj));
+            let obj = Arc::new(obj);
             r.object = Some(obj.clone());
             st.live = Some(obj);
-            st.entries = o.entries.clone();
-            r.managers = o.entries;
+            st.entries = Arc::new(o.entries);
+            r.managers = st.entries.clone();
         }
         Err(ManagerError::Conflicts(cs)) => {
             r.conflicts = conflicts_out(&cs);

@@ -5,6 +5,7 @@ use crate::managedfields::ManagedFieldsEntry;
 use crate::value::Value;
 use crate::value::gofmt::{Escape, write_json_string};
 use crate::value::json::{self, Style};
+use std::sync::Arc;
 
 /// One conflict of a rejected apply.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,9 +34,10 @@ pub struct StepResult {
     pub error: String,
     pub conflicts: Vec<ConflictOut>,
     pub conflict_message: String,
-    pub object: Option<Value>,
+    /// Shared with the session's state (objects are big; steps keep them).
+    pub object: Option<Arc<Value>>,
     pub object_changed: bool,
-    pub managers: Vec<ManagedFieldsEntry>,
+    pub managers: Arc<Vec<ManagedFieldsEntry>>,
     pub check: Option<CheckResult>,
 }
 

@@ -209,7 +209,7 @@ pub fn write(out: &mut String, v: &Value, style: Style) {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Value::Int(i) => {
-            out.push_str(itoa_buf(*i).as_str());
+            out.push_str(itoa::Buffer::new().format(*i));
         }
         Value::Float(f) => {
             // Integral values below 2^53 print like integers in every Go style.
@@ -217,7 +217,7 @@ pub fn write(out: &mut String, v: &Value, style: Style) {
                 && f.abs() < 9.007_199_254_740_992e15
                 && !(*f == 0.0 && f.is_sign_negative())
             {
-                out.push_str(itoa_buf(*f as i64).as_str());
+                out.push_str(itoa::Buffer::new().format(*f as i64));
             } else {
                 out.push_str(&format_float_json(*f, style.floats));
             }
@@ -257,13 +257,6 @@ pub fn write(out: &mut String, v: &Value, style: Style) {
             out.push('}');
         }
     }
-}
-
-fn itoa_buf(i: i64) -> Str {
-    use std::fmt::Write;
-    let mut s = Str::default();
-    let _ = write!(s, "{i}");
-    s
 }
 
 /// The compact JSON of `v`.

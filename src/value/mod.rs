@@ -240,7 +240,9 @@ impl Map {
     /// Entries sorted by key (Go's JSON encoder order).
     pub fn sorted_entries(&self) -> Vec<(&Str, &Value)> {
         let mut v: Vec<_> = self.iter().collect();
-        v.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        if !v.is_sorted_by(|a, b| a.0.as_bytes() <= b.0.as_bytes()) {
+            v.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        }
         v
     }
 }
