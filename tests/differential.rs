@@ -140,14 +140,21 @@ fn compare_all(label: &str, cases: &[String], ours: &[String], theirs: &[String]
 #[test]
 fn reference_cases_agree_with_oracle() {
     let Some(bin) = oracle() else { return };
-    let dir = shared_dir().join("oracle/cases");
+    // The shared reference cases and the bundled examples.
     let mut cases = Vec::new();
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-        .collect();
-    files.sort();
+    let mut files = Vec::new();
+    for dir in [
+        shared_dir().join("oracle/cases"),
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/replay"),
+    ] {
+        let mut found: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.expect("dir entry").path())
+            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+            .collect();
+        found.sort();
+        files.extend(found);
+    }
     for f in files {
         for line in std::fs::read_to_string(&f).expect("read").lines() {
             let t = line.trim();
@@ -157,7 +164,7 @@ fn reference_cases_agree_with_oracle() {
         }
     }
     assert!(
-        cases.len() >= 19,
+        cases.len() >= 26,
         "expected the shared reference cases, found {}",
         cases.len()
     );
