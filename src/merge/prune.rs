@@ -5,7 +5,6 @@
 
 use crate::fieldpath::{PathElement, Set};
 use crate::schema::{Schema, TypeRef};
-use std::cmp::Ordering;
 use std::sync::Arc;
 
 /// Manager sets known to be *plain* for one type: every node that is not itself a member is a
@@ -75,131 +74,70 @@ pub(super) fn nothing_dropped_to_prune(
     mine: &Set,
     others: &[&Set],
 ) -> bool {
-    dropped_walk(schema, tr, last, dropped, Some(mine), others, false)
-}
-
-fn dropped_walk(
-    schema: &Schema,
-    tr: &TypeRef,
-    last: &Set,
-    dropped: &Set,
-    mine: Option<&Set>,
-    others: &[&Set],
-    below: bool,
-) -> bool {
-    if dropped.members().is_empty() && dropped.children().is_empty() {
-        return true;
-    }
-    let map = schema.resolve(tr).and_then(|a| a.map);
-    let in_others = |pe: &PathElement, is_named: bool| {
-        others
-            .iter()
-            .any(|o| o.has_member(pe) || (is_named && o.child(pe).is_some()))
-    };
-    for m in dropped.members() {
-        let is_named = declared(map, m);
-        if is_named && mine.is_some_and(|s| s.child(m).is_some()) {
-            continue;
-        }
-        if !in_others(m, is_named) {
-            return false;
-        }
-    }
-    let mut below_owned: Vec<&Set> = Vec::with_capacity(others.len());
-    for (pe, dsub) in dropped.children() {
-        let Some(lsub) = last.child(pe) else {
-            continue;
-        };
-        let is_named = declared(map, pe);
-        let member = is_named || last.has_member(pe);
-        let mine_below = mine.and_then(|s| s.child(pe));
-        if member || below {
-            let owned_here = mine.is_some_and(|s| s.has_member(pe))
-                || (is_named && mine_below.is_some())
-                || in_others(pe, is_named);
-            if !owned_here {
-                return false;
-            }
-        }
-        below_owned.clear();
-        below_owned.extend(others.iter().filter_map(|o| o.child(pe)));
-        let child_tr = child_type(schema, tr, pe);
-        if !dropped_walk(
-            schema,
-            child_tr,
-            lsub,
-            dsub,
-            mine_below,
-            &below_owned,
-            below || member,
-        ) {
-            return false;
-        }
-    }
-    true
+    walk(schema, tr, last, dropped, Some(mine), others, false)
 }
 
 /// True if pruning cannot remove anything: every node the applier owned (with declared struct
 /// fields that have owned children counted as owned, as `EnsureNamedFieldsAreMembers` does) is
 /// still owned by someone, and no unowned list item or map key sits between two nodes the
 /// applier owned (such an item would be removed with everything below it). Walks the applier's
-/// previous set with the schema, building nothing. `mine` (the applier's new set) is walked in
-/// step with `last`; `others` are searched only for what `mine` lacks.
+/// previous set with the schema, building nothing; `mine` is the applier's new set.
 pub(super) fn nothing_to_prune(
     schema: &Schema,
     tr: &TypeRef,
     last: &Set,
     mine: Option<&Set>,
     others: &[&Set],
+) -> bool {
+    walk(schema, tr, last, last, mine, others, false)
+}
+
+/// Checks the nodes of `part` (a subset of `last`, in its shape) as [`nothing_to_prune`]
+/// describes; `below` is true under a node the applier owned.
+fn walk(
+    schema: &Schema,
+    tr: &TypeRef,
+    last: &Set,
+    part: &Set,
+    mine: Option<&Set>,
+    others: &[&Set],
     below: bool,
 ) -> bool {
+    if part.members().is_empty() && part.children().is_empty() {
+        return true;
+    }
     let map = schema.resolve(tr).and_then(|a| a.map);
-    let (my_members, my_children) = match mine {
-        Some(s) => (s.members(), s.children()),
-        None => (&[][..], &[][..]),
-    };
-    // Owned by someone other than the applier.
-    let in_others = |pe: &PathElement, is_named: bool| {
-        others
-            .iter()
+    // Owned by the applier (still) or by someone else.
+    let owned = |pe: &PathElement, is_named: bool| {
+        std::iter::once(mine)
+            .flatten()
+            .chain(others.iter().copied())
             .any(|o| o.has_member(pe) || (is_named && o.child(pe).is_some()))
     };
-    // Cursors into the applier's members and children: `last`'s members and children are
-    // each sorted, so each is found by advancing, not searching.
-    let mut mi = 0usize;
-    for m in last.members() {
-        if seek(my_members, &mut mi, m, |x| x).is_some() {
-            continue;
-        }
-        let is_named = declared(map, m);
-        if is_named && mine.is_some_and(|s| s.child(m).is_some()) {
-            continue;
-        }
-        if !in_others(m, is_named) {
+    for m in part.members() {
+        if !owned(m, declared(map, m)) {
             return false;
         }
     }
-    let (mut mi, mut ci) = (0usize, 0usize);
     let mut below_owned: Vec<&Set> = Vec::with_capacity(others.len());
-    for (pe, sub) in last.children() {
+    for (pe, psub) in part.children() {
+        let Some(lsub) = last.child(pe) else {
+            continue;
+        };
         let is_named = declared(map, pe);
         let member = is_named || last.has_member(pe);
-        let mine_below = seek(my_children, &mut ci, pe, |(c, _)| c).map(|(_, s)| s);
-        if member || below {
-            let owned_here = seek(my_members, &mut mi, pe, |x| x).is_some()
-                || (is_named && mine_below.is_some())
-                || in_others(pe, is_named);
-            if !owned_here {
-                return false;
-            }
+        if (member || below) && !owned(pe, is_named) {
+            return false;
         }
         below_owned.clear();
         below_owned.extend(others.iter().filter_map(|o| o.child(pe)));
         let child_tr = child_type(schema, tr, pe);
-        if !nothing_to_prune(
+        let mine_below = mine.and_then(|s| s.child(pe));
+        if !walk(
             schema,
             child_tr,
-            sub,
+            lsub,
+            psub,
             mine_below,
             &below_owned,
             below || member,
@@ -208,21 +146,4 @@ pub(super) fn nothing_to_prune(
         }
     }
     true
-}
-
-/// Advances `pos` over `items` (sorted by PE) to `pe`; the item if present.
-fn seek<'a, T>(
-    items: &'a [T],
-    pos: &mut usize,
-    pe: &PathElement,
-    key: impl Fn(&T) -> &PathElement,
-) -> Option<&'a T> {
-    while let Some(x) = items.get(*pos) {
-        match key(x).compare(pe) {
-            Ordering::Less => *pos += 1,
-            Ordering::Equal => return Some(x),
-            Ordering::Greater => return None,
-        }
-    }
-    None
 }

@@ -397,12 +397,12 @@ impl<'s> Updater<'s> {
                 change = Some(SetChange { gained, dropped });
                 ok
             }
-            _ => prune::nothing_to_prune(sc, tr, &last.set, mine, &others, false),
+            _ => prune::nothing_to_prune(sc, tr, &last.set, mine, &others),
         };
         #[cfg(debug_assertions)]
         debug_assert_eq!(
             unprunable,
-            prune::nothing_to_prune(sc, tr, &last.set, mine, &others, false),
+            prune::nothing_to_prune(sc, tr, &last.set, mine, &others),
             "prune shortcut disagrees with the full check"
         );
         if unprunable {
