@@ -35,9 +35,11 @@
 //! Every step reproduces the reference's observable behaviour; where it takes a shortcut
 //! (the one-pass walk, the prune check), the reference-shaped algorithm is kept beside it,
 //! used whenever the shortcut does not apply, and compared with it in debug builds and tests.
+pub mod catalog;
 pub mod cli;
 pub mod fieldpath;
 pub mod managedfields;
+pub mod manifest;
 pub mod merge;
 pub mod predict;
 pub mod replay;

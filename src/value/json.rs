@@ -69,21 +69,58 @@ pub fn parse_str(input: &str) -> Result<Value, JsonError> {
     parse(input.as_bytes())
 }
 
+/// Like [`parse`], but a repeated object key is an error (as for manifests users write).
+pub fn parse_strict(input: &[u8]) -> Result<Value, JsonError> {
+    let mut de = serde_json::Deserializer::from_slice(input);
+    let v = de::DeserializeSeed::deserialize(Strict, &mut de)?;
+    de.end()?;
+    Ok(v)
+}
+
 impl Value {
     fn deserialize_value<'de, D: Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(ValueVisitor)
+        d.deserialize_any(ValueVisitor::<false>)
     }
 }
 
 impl<'de> serde::Deserialize<'de> for Value {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ValueVisitor)
+        d.deserialize_any(ValueVisitor::<false>)
     }
 }
 
-struct ValueVisitor;
+/// A value whose objects must not repeat keys.
+#[derive(Clone, Copy)]
+struct Strict;
 
-impl<'de> Visitor<'de> for ValueVisitor {
+impl<'de> de::DeserializeSeed<'de> for Strict {
+    type Value = Value;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(ValueVisitor::<true>)
+    }
+}
+
+/// Builds values; `STRICT`: repeated keys are errors (else the last value wins).
+struct ValueVisitor<const STRICT: bool>;
+
+impl<const STRICT: bool> ValueVisitor<STRICT> {
+    fn element<'de, A: SeqAccess<'de>>(seq: &mut A) -> Result<Option<Value>, A::Error> {
+        if STRICT {
+            seq.next_element_seed(Strict)
+        } else {
+            seq.next_element::<Value>()
+        }
+    }
+    fn value<'de, A: MapAccess<'de>>(access: &mut A) -> Result<Value, A::Error> {
+        if STRICT {
+            access.next_value_seed(Strict)
+        } else {
+            access.next_value::<Value>()
+        }
+    }
+}
+
+impl<'de, const STRICT: bool> Visitor<'de> for ValueVisitor<STRICT> {
     type Value = Value;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a JSON value")
@@ -95,7 +132,7 @@ impl<'de> Visitor<'de> for ValueVisitor {
         Ok(Value::Null)
     }
     fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(ValueVisitor)
+        d.deserialize_any(self)
     }
     fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
         Ok(Value::Bool(v))
@@ -120,7 +157,7 @@ impl<'de> Visitor<'de> for ValueVisitor {
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(4));
-        while let Some(v) = seq.next_element::<Value>()? {
+        while let Some(v) = Self::element(&mut seq)? {
             out.push(v);
         }
         Ok(Value::List(out))
@@ -131,13 +168,18 @@ impl<'de> Visitor<'de> for ValueVisitor {
         // cannot repeat an earlier one, so only the rest are looked up.
         let mut seen = 0u64;
         while let Some(k) = access.next_key::<KeyStr>()? {
-            let v: Value = access.next_value()?;
+            let v = Self::value(&mut access)?;
             let b = k.0.as_bytes();
             let sig =
                 1u64 << ((b.len() as u64 & 7) << 3 | (b.last().copied().unwrap_or(0) as u64 & 7));
             if seen & sig == 0 {
                 seen |= sig;
                 m.push_unique(k.0, v);
+            } else if STRICT && m.contains_key(&k.0) {
+                return Err(de::Error::custom(format!(
+                    "duplicate key {}",
+                    super::gofmt::quote(&k.0)
+                )));
             } else {
                 m.insert(k.0, v);
             }
@@ -320,6 +362,14 @@ mod tests {
             to_string(&v, Style::PLAIN),
             r#"{"ab":3,"cb":5,"":6,"abcdefghb":7}"#
         );
+    }
+
+    #[test]
+    fn strict_parsing_rejects_repeated_keys_with_their_position() {
+        let e = parse_strict(b"{\"a\": {\"b\": 1,\n \"b\": 2}}").unwrap_err();
+        assert!(e.message.contains("duplicate key \"b\""), "{e}");
+        assert_eq!(e.line, 2);
+        assert!(parse_strict(br#"{"a":[{"b":1},{"b":2}]}"#).is_ok());
     }
 
     #[test]

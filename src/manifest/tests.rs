@@ -1,0 +1,240 @@
+use super::*;
+use crate::fieldpath::{KeyField, PathElement};
+
+fn parse(text: &str) -> Loaded {
+    let mut out = Loaded {
+        check_identity: true,
+        ..Loaded::default()
+    };
+    parse_into(&Arc::from("m.yaml"), text.as_bytes(), &mut out);
+    out
+}
+
+fn one_error(text: &str) -> ManifestError {
+    let l = parse(text);
+    assert!(l.documents.is_empty(), "{:?}", l.documents);
+    assert_eq!(l.errors.len(), 1, "{:?}", l.errors);
+    l.errors[0].clone()
+}
+
+const DEPLOY: &str = "\
+# Source: shop/templates/deployment.yaml
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 2
+  template:
+    spec:
+      containers:
+      - name: app
+        image: nginx
+        ports:
+        - containerPort: 80
+      - name: side
+        image: busybox
+";
+
+#[test]
+fn multi_document_yaml_with_empty_documents_and_origins() {
+    let text =
+        format!("---\n{DEPLOY}---\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n");
+    let l = parse(&text);
+    assert!(l.errors.is_empty(), "{:?}", l.errors);
+    assert_eq!(l.documents.len(), 2);
+    assert_eq!(l.documents[0].kind(), "Deployment");
+    assert_eq!(l.documents[0].origin.doc, 1);
+    assert_eq!(l.documents[1].origin.doc, 3);
+    assert_eq!(l.documents[1].origin.line, 20);
+}
+
+#[test]
+fn fields_map_to_their_lines() {
+    let l = parse(DEPLOY);
+    let d = &l.documents[0];
+    let f = PathElement::field;
+    assert_eq!(d.line_of(&[f("spec"), f("replicas")]), 7);
+    let app = PathElement::key(vec![KeyField {
+        name: "name".into(),
+        value: Value::from("side"),
+    }]);
+    let path = [
+        f("spec"),
+        f("template"),
+        f("spec"),
+        f("containers"),
+        app,
+        f("image"),
+    ];
+    assert_eq!(d.line_of(&path), 16);
+    // A port whose protocol is left to its default still finds its line.
+    let port = PathElement::key(vec![
+        KeyField {
+            name: "containerPort".into(),
+            value: Value::Int(80),
+        },
+        KeyField {
+            name: "protocol".into(),
+            value: Value::from("TCP"),
+        },
+    ]);
+    let app0 = PathElement::key(vec![KeyField {
+        name: "name".into(),
+        value: Value::from("app"),
+    }]);
+    let path = [
+        f("spec"),
+        f("template"),
+        f("spec"),
+        f("containers"),
+        app0,
+        f("ports"),
+        port,
+    ];
+    assert_eq!(d.line_of(&path), 14);
+    // A field the manifest does not set: its nearest ancestor's line.
+    assert_eq!(d.line_of(&[f("spec"), f("paused")]), 6);
+}
+
+#[test]
+fn lists_are_flattened_with_item_origins() {
+    let text = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: a}\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: b}\n";
+    let l = parse(text);
+    assert!(l.errors.is_empty(), "{:?}", l.errors);
+    let names: Vec<_> = l.documents.iter().map(|d| d.name()).collect();
+    assert_eq!(names, ["a", "b"]);
+    assert_eq!(l.documents[1].origin.item, Some(1));
+    assert_eq!(l.documents[1].origin.line, 7);
+}
+
+#[test]
+fn json_documents_and_json_lists() {
+    let text = "{\n  \"apiVersion\": \"v1\",\n  \"kind\": \"ConfigMapList\",\n  \"items\": [\n    {\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\",\n     \"metadata\": {\"name\": \"x\"},\n     \"data\": {\"k\": \"v\"}}\n  ]\n}\n";
+    let l = parse(text);
+    assert!(l.errors.is_empty(), "{:?}", l.errors);
+    assert_eq!(l.documents.len(), 1);
+    let d = &l.documents[0];
+    assert_eq!(d.origin.line, 5);
+    assert_eq!(
+        d.line_of(&[PathElement::field("data"), PathElement::field("k")]),
+        7
+    );
+}
+
+#[test]
+fn invalid_yaml_is_located() {
+    let e = one_error("apiVersion: v1\nkind: [unclosed\n");
+    assert_eq!(e.doc, Some(1));
+    assert!(e.line.is_some_and(|l| l >= 2), "{e}");
+}
+
+#[test]
+fn invalid_json_is_located() {
+    let e = one_error("{\"apiVersion\": \"v1\",\n \"kind\": }\n");
+    assert_eq!(e.line, Some(2), "{e}");
+}
+
+#[test]
+fn duplicate_keys_are_errors_in_yaml_and_json() {
+    let e = one_error("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  name: b\n");
+    assert!(e.message.contains("duplicate"), "{e}");
+    assert_eq!(e.line, Some(5));
+    let e = one_error("{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\n\"kind\":\"Secret\"}");
+    assert!(e.message.contains("duplicate key \"kind\""), "{e}");
+    assert_eq!(e.line, Some(2));
+}
+
+#[test]
+fn missing_identity_fields_are_reported_with_their_paths() {
+    let l = parse("apiVersion: v1\nmetadata:\n  labels: {a: b}\n");
+    let paths: Vec<_> = l.errors.iter().filter_map(|e| e.path.clone()).collect();
+    assert_eq!(paths, [".kind", ".metadata.name"]);
+    assert!(l.errors.iter().all(|e| e.doc == Some(1)));
+    assert_eq!(l.errors[1].line, Some(2));
+    let e = one_error("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  generateName: x-\n");
+    assert!(e.message.contains("generateName"), "{e}");
+    let e = one_error("apiVersion: 1\nkind: ConfigMap\nmetadata: {name: a}\n");
+    assert!(e.message.contains("must be a string"), "{e}");
+}
+
+#[test]
+fn invalid_utf8_is_located() {
+    let mut out = Loaded {
+        check_identity: true,
+        ..Loaded::default()
+    };
+    parse_into(
+        &Arc::from("bad.yaml"),
+        b"apiVersion: v1\nkind: ConfigMap\ndata: {a: \"\xff\"}\n",
+        &mut out,
+    );
+    assert_eq!(out.errors.len(), 1);
+    assert_eq!(out.errors[0].line, Some(3));
+    assert!(out.errors[0].message.contains("UTF-8"));
+}
+
+#[test]
+fn oversized_documents_are_refused() {
+    let big = "x".repeat(MAX_DOCUMENT_BYTES + 10);
+    let e = one_error(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a}}\ndata: {{a: {big}}}\n"
+    ));
+    assert!(e.message.contains("more than the limit"), "{e}");
+}
+
+#[test]
+fn deep_nesting_and_alias_bombs_fail_fast() {
+    let deep = format!("a: {}1{}\n", "[".repeat(200), "]".repeat(200));
+    let e = one_error(&deep);
+    assert!(e.message.contains("nest"), "{e}");
+    let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 0..8 {
+        let prev = if i == 0 {
+            "a".to_string()
+        } else {
+            format!("b{}", i - 1)
+        };
+        bomb.push_str(&format!(
+            "b{i}: &b{i} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"
+        ));
+    }
+    let e = one_error(&bomb);
+    assert!(e.message.contains("alias"), "{e}");
+}
+
+#[test]
+fn non_objects_are_refused() {
+    let e = one_error("- a\n- b\n");
+    assert!(e.message.contains("expected an object"), "{e}");
+}
+
+#[test]
+fn directories_are_read_recursively_in_name_order() {
+    let dir = std::env::temp_dir().join(format!("fieldguard-manifest-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    std::fs::write(
+        dir.join("b.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("sub/a.json"),
+        "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"a\"}}",
+    )
+    .unwrap();
+    std::fs::write(dir.join("notes.txt"), "not a manifest").unwrap();
+    let l = load(&[Input::Path(dir.clone())], &mut std::io::empty());
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(l.errors.is_empty(), "{:?}", l.errors);
+    let names: Vec<_> = l.documents.iter().map(|d| d.name()).collect();
+    assert_eq!(names, ["b", "a"]);
+}
+
+#[test]
+fn stdin_is_read() {
+    let mut input = std::io::Cursor::new(DEPLOY.as_bytes());
+    let l = load(&[Input::Stdin], &mut input);
+    assert_eq!(l.documents.len(), 1);
+    assert_eq!(&*l.documents[0].origin.file, "<stdin>");
+}
