@@ -29,4 +29,15 @@ else
   SSA_ORACLE_OUT="$ORACLE_OUT" bash "$SHARED/oracle/setup.sh"
 fi
 "$bin" versions >/dev/null
+
+# Report-format validators (SARIF JSON schema, JUnit XSD) for the tests.
+VENV=$ROOT/.venv
+if ! "$VENV/bin/python" -c "import jsonschema, xmlschema" >/dev/null 2>&1; then
+  echo "setup: installing report validators into $VENV" >&2
+  if ! python3 -m venv "$VENV" >/dev/null 2>&1; then
+    command -v apt-get >/dev/null && { sudo -n true 2>/dev/null && SUDO="sudo" || SUDO=""; $SUDO apt-get install -y python3-venv >&2; }
+    python3 -m venv "$VENV"
+  fi
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check "jsonschema>=4,<5" "xmlschema>=3,<5" >&2
+fi
 echo "setup: ok" >&2

@@ -152,6 +152,11 @@ impl Catalog {
         self.discovered.insert(gvk, d);
     }
 
+    /// What the cluster's discovery said about a type, if it was asked.
+    pub fn discovered(&self, gvk: &Gvk) -> Option<&Discovered> {
+        self.discovered.get(gvk)
+    }
+
     /// Custom resource kinds known from CRDs.
     pub fn custom_kinds(&self) -> impl Iterator<Item = &Gvk> {
         self.custom.keys()

@@ -36,13 +36,17 @@
 //! (the one-pass walk, the prune check), the reference-shaped algorithm is kept beside it,
 //! used whenever the shortcut does not apply, and compared with it in debug builds and tests.
 pub mod catalog;
+pub mod check;
 pub mod cli;
 pub mod fieldpath;
+pub mod live;
 pub mod managedfields;
 pub mod manifest;
 pub mod merge;
+pub mod ownership;
 pub mod predict;
 pub mod replay;
+pub mod report;
 pub mod schema;
 pub mod typed;
 pub mod value;

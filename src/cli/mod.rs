@@ -1,13 +1,36 @@
 //! The command line: argument parsing and the subcommands.
+//!
+//! Exit codes (all commands): 0 success, no conflicts; 1 conflicts found (or replay
+//! expectations failed); 2 invalid input or usage; 3 cluster or service unreachable.
 
+mod check;
+mod live;
+mod ownership;
+mod progress;
 mod replay;
 
+use crate::manifest::ManifestError;
 use clap::{Parser, Subcommand};
-use std::process::ExitCode;
+pub use std::process::ExitCode;
+
+/// Conflicts found.
+pub const EXIT_CONFLICTS: u8 = 1;
+/// Invalid input or usage.
+pub const EXIT_INVALID: u8 = 2;
+/// Cluster or service unreachable.
+pub const EXIT_UNREACHABLE: u8 = 3;
+
+const EXIT_CODES: &str = "Exit codes:
+  0  no conflicts
+  1  conflicts found
+  2  invalid input or usage (every problem is printed with file, document, line and field)
+  3  cluster or service unreachable
+
+Installed as `kubectl-fieldguard` on the PATH, it runs as `kubectl fieldguard ...`.";
 
 /// Predicts what a Kubernetes server-side apply will do to field ownership, before you deploy.
 #[derive(Parser, Debug)]
-#[command(name = "fieldguard", version, about, long_about = None)]
+#[command(name = "fieldguard", version, about, long_about = None, after_help = EXIT_CODES)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -15,14 +38,63 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Check manifests for server-side apply conflicts against a snapshot or a cluster.
+    #[command(after_help = EXIT_CODES)]
+    Check(check::CheckArgs),
+    /// Show an object with each line annotated by the field managers that own it.
+    Blame(ownership::BlameArgs),
+    /// List every field manager across a snapshot or cluster, flagging the usual strays.
+    Managers(ownership::ManagersArgs),
     /// Run server-side-apply cases (the reference oracle's JSONL format) and print results.
     Replay(replay::ReplayArgs),
 }
 
 /// Runs the command line and returns the process exit code.
 pub fn run() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse_from(args()) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { EXIT_INVALID } else { 0 });
+        }
+    };
     match cli.command {
+        Command::Check(a) => check::run(a),
+        Command::Blame(a) => ownership::blame(a),
+        Command::Managers(a) => ownership::managers(a),
         Command::Replay(a) => replay::run(a),
     }
+}
+
+/// The arguments, with the program named `fieldguard` also when run as the kubectl plugin
+/// `kubectl-fieldguard` (so help and errors read the same).
+fn args() -> Vec<std::ffi::OsString> {
+    let mut a: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(first) = a.first_mut() {
+        let plugin = std::path::Path::new(first.as_os_str())
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("kubectl-"));
+        *first = if plugin {
+            "kubectl fieldguard"
+        } else {
+            "fieldguard"
+        }
+        .into();
+    }
+    a
+}
+
+/// Prints located problems to standard error; returns exit code 2.
+pub(crate) fn print_errors(errors: &[ManifestError]) -> ExitCode {
+    for e in errors {
+        eprintln!("error: {e}");
+    }
+    eprintln!("{} problem(s) found; nothing was checked", errors.len());
+    ExitCode::from(EXIT_INVALID)
+}
+
+/// Prints a usage problem; returns exit code 2.
+pub(crate) fn usage_error(msg: &str) -> ExitCode {
+    eprintln!("error: {msg}");
+    ExitCode::from(EXIT_INVALID)
 }

@@ -406,6 +406,17 @@ fn push_checked(d: Document, out: &mut Loaded) {
         out.documents.push(d);
         return;
     }
+    let problems = identity_errors(&d);
+    if problems.is_empty() {
+        out.documents.push(d);
+    } else {
+        out.errors.extend(problems);
+    }
+}
+
+/// Problems with an object's identity: apiVersion, kind and metadata.name must be non-empty
+/// strings (`generateName` cannot be applied).
+pub fn identity_errors(d: &Document) -> Vec<ManifestError> {
     let mut problems = Vec::new();
     for (path, keys, what) in [
         (".apiVersion", &["apiVersion"][..], "apiVersion"),
@@ -436,11 +447,7 @@ fn push_checked(d: Document, out: &mut Loaded) {
             message,
         });
     }
-    if problems.is_empty() {
-        out.documents.push(d);
-    } else {
-        out.errors.extend(problems);
-    }
+    problems
 }
 
 #[cfg(test)]

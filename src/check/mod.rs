@@ -1,0 +1,455 @@
+//! `fieldguard check`: for a manifest set, a field manager and a force policy, what a
+//! server-side apply of every object would do against the live state — conflicts (with owners,
+//! both values and a concrete fix), takeovers, shared fields, removals, stuck fields, creations.
+//!
+//! Two steps, so nothing is predicted from a partly valid input: [`resolve`] turns manifests
+//! into targets (types looked up, namespaces defaulted, CRDs of the set registered) or reports
+//! every problem, located; [`run`] predicts each target against a [`LiveObjects`] source.
+
+mod redact;
+mod suggest;
+
+pub use redact::{REDACTED, is_secret};
+
+/// A Secret with its values, and its last-applied annotation, replaced.
+pub fn redact_object(obj: Value) -> Value {
+    redact::value(&[], obj)
+}
+pub use suggest::{Action, Suggestion};
+
+use crate::catalog::{Catalog, TypeInfo};
+use crate::fieldpath::PathElement;
+use crate::live::{LiveObjects, ObjectRef};
+use crate::managedfields::{Identity, Prepared, Time};
+use crate::manifest::{Document, ManifestError, Origin};
+use crate::predict::{self, ApplyRequest, FieldConflict, ForcePolicy, OwnedField, Owner, Verdict};
+use crate::schema::crd;
+use crate::value::{Map, Value};
+use regex::Regex;
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// Whose fields the apply may take over.
+#[derive(Clone, Debug, Default)]
+pub enum Force {
+    /// Nobody's: every conflict fails the apply.
+    #[default]
+    None,
+    /// Everybody's (`--force-conflicts`).
+    All,
+    /// Only managers whose name matches one of these (each anchored: the whole name must
+    /// match); if any other manager conflicts, the apply fails.
+    Against(Vec<Regex>),
+}
+
+impl Force {
+    /// Compiles `--force-against` patterns (each must match a whole manager name).
+    pub fn against(patterns: &[String]) -> Result<Force, String> {
+        let mut out = Vec::new();
+        for p in patterns {
+            let r = Regex::new(&format!("^(?:{p})$"))
+                .map_err(|e| format!("--force-against {p:?}: {e}"))?;
+            out.push(r);
+        }
+        Ok(Force::Against(out))
+    }
+
+    /// True if this policy takes fields over from `manager`.
+    pub fn allows(&self, manager: &str) -> bool {
+        match self {
+            Force::None => false,
+            Force::All => true,
+            Force::Against(rs) => rs.iter().any(|r| r.is_match(manager)),
+        }
+    }
+
+    /// `none`, `all` or `selective`.
+    pub fn mode(&self) -> &'static str {
+        match self {
+            Force::None => "none",
+            Force::All => "all",
+            Force::Against(_) => "selective",
+        }
+    }
+
+    /// The patterns as given (selective policy).
+    pub fn patterns(&self) -> Vec<String> {
+        match self {
+            Force::Against(rs) => rs
+                .iter()
+                .map(|r| {
+                    let s = r.as_str();
+                    s["^(?:".len()..s.len() - ")$".len()].to_string()
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// How to check.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The identity the apply uses (`--field-manager`).
+    pub field_manager: String,
+    pub force: Force,
+    /// Namespace of namespaced objects that name none.
+    pub namespace: String,
+    /// Time stamped on the entries the apply would write.
+    pub now: Time,
+}
+
+/// A manifest ready to predict.
+#[derive(Debug)]
+pub struct Target {
+    pub doc: Document,
+    pub object_ref: ObjectRef,
+    pub info: TypeInfo,
+}
+
+/// Turns manifests into targets: registers the set's CustomResourceDefinitions, looks every
+/// object's type up, defaults namespaces like kubectl (namespaced objects without one get
+/// `namespace`; cluster-scoped objects lose one they should not have), and rejects objects
+/// that appear twice. Returns every problem, located, or the targets.
+pub fn resolve(
+    docs: Vec<Document>,
+    catalog: &mut Catalog,
+    namespace: &str,
+) -> Result<Vec<Target>, Vec<ManifestError>> {
+    let mut errors = Vec::new();
+    for d in docs.iter().filter(|d| crd::is_crd(&d.object)) {
+        if let Err(e) = catalog.add_crd(&d.object) {
+            errors.push(located(d, None, e.to_string()));
+        }
+    }
+    let mut targets: Vec<Target> = Vec::with_capacity(docs.len());
+    let mut seen: HashMap<ObjectRef, Origin> = HashMap::new();
+    for mut doc in docs {
+        let info = match catalog.lookup(doc.api_version(), doc.kind()) {
+            Ok(i) => i,
+            Err(e) => {
+                let line = doc.line_of(&[PathElement::field("kind")]);
+                let mut err = located(&doc, Some(".kind"), e.to_string());
+                err.line = Some(line);
+                errors.push(err);
+                continue;
+            }
+        };
+        let ns = if info.namespaced {
+            let ns = doc.namespace().unwrap_or(namespace).to_string();
+            if doc.namespace().is_none() {
+                set_namespace(&mut doc.object, Some(&ns));
+            }
+            ns
+        } else {
+            if doc.str_at(&["metadata", "namespace"]).is_some() {
+                set_namespace(&mut doc.object, None);
+            }
+            String::new()
+        };
+        let object_ref = ObjectRef {
+            group: info.gvk.group.clone(),
+            kind: info.gvk.kind.clone(),
+            namespace: ns,
+            name: doc.name().to_string(),
+        };
+        if let Some(first) = seen.get(&object_ref) {
+            errors.push(located(
+                &doc,
+                None,
+                format!("{object_ref} is already defined at {first}"),
+            ));
+            continue;
+        }
+        seen.insert(object_ref.clone(), doc.origin.clone());
+        targets.push(Target {
+            doc,
+            object_ref,
+            info,
+        });
+    }
+    if errors.is_empty() {
+        Ok(targets)
+    } else {
+        Err(errors)
+    }
+}
+
+fn located(d: &Document, path: Option<&str>, message: String) -> ManifestError {
+    ManifestError {
+        file: d.origin.file.clone(),
+        doc: Some(d.origin.doc),
+        line: Some(d.origin.line),
+        path: path.map(str::to_string),
+        message,
+    }
+}
+
+fn set_namespace(obj: &mut Value, ns: Option<&str>) {
+    let Some(root) = obj.as_map_mut() else { return };
+    if root.get("metadata").and_then(Value::as_map).is_none() {
+        root.insert("metadata", Value::Map(Map::new()));
+    }
+    let Some(meta) = root.get_mut("metadata").and_then(Value::as_map_mut) else {
+        return;
+    };
+    match ns {
+        Some(ns) => {
+            meta.insert("namespace", Value::from(ns));
+        }
+        None => {
+            meta.remove("namespace");
+        }
+    }
+}
+
+/// A conflict, with where the manifest sets the field and how to resolve it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Conflict {
+    #[serde(flatten)]
+    pub field: FieldConflict,
+    /// Line of the field in the manifest.
+    pub line: u32,
+    pub suggestions: Vec<Suggestion>,
+}
+
+/// A field with its owners, located in the manifest when the manifest sets it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Field {
+    #[serde(flatten)]
+    pub field: OwnedField,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
+/// What applying one manifest would do.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectReport {
+    pub api_version: String,
+    pub kind: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    pub name: String,
+    pub file: String,
+    pub document: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub item: Option<usize>,
+    pub line: u32,
+    pub verdict: Verdict,
+    /// The live object's resourceVersion the prediction used (none for creations).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
+    pub conflicts: Vec<Conflict>,
+    pub taken_over: Vec<Conflict>,
+    pub shared: Vec<Field>,
+    pub removed: Vec<Field>,
+    pub stuck: Vec<Field>,
+    /// Number of fields the apply would own (for creations: what would be created).
+    pub owned_fields: usize,
+    /// kube-apiserver's 409 message when the apply would be rejected.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Why the object cannot be applied (verdict `invalid`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(skip)]
+    pub origin: Origin,
+    #[serde(skip)]
+    pub object_ref: ObjectRef,
+}
+
+/// Counts over a check.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub objects: usize,
+    pub created: usize,
+    pub configured: usize,
+    pub unchanged: usize,
+    pub conflicted: usize,
+    pub invalid: usize,
+    pub conflicts: usize,
+    pub taken_over: usize,
+    pub shared: usize,
+    pub removed: usize,
+    pub stuck: usize,
+}
+
+/// The result of a check.
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub field_manager: String,
+    pub force: Force,
+    pub source: String,
+    pub objects: Vec<ObjectReport>,
+}
+
+impl Report {
+    pub fn summary(&self) -> Summary {
+        let mut s = Summary {
+            objects: self.objects.len(),
+            ..Summary::default()
+        };
+        for o in &self.objects {
+            match o.verdict {
+                Verdict::Created => s.created += 1,
+                Verdict::Configured => s.configured += 1,
+                Verdict::Unchanged => s.unchanged += 1,
+                Verdict::Conflict => s.conflicted += 1,
+                Verdict::Invalid => s.invalid += 1,
+            }
+            s.conflicts += o.conflicts.len();
+            s.taken_over += o.taken_over.len();
+            s.shared += o.shared.len();
+            s.removed += o.removed.len();
+            s.stuck += o.stuck.len();
+        }
+        s
+    }
+
+    /// The process exit code: 2 if any object cannot be applied, 1 if any conflicts, else 0.
+    pub fn exit_code(&self) -> u8 {
+        if self.objects.iter().any(|o| o.verdict == Verdict::Invalid) {
+            2
+        } else if self.objects.iter().any(|o| o.verdict == Verdict::Conflict) {
+            1
+        } else {
+            0
+        }
+    }
+}
+
+/// Predicts every target against `live`; `progress` is called after each object with
+/// (done, total).
+pub fn run(
+    targets: &[Target],
+    live: &dyn LiveObjects,
+    opts: &Options,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Report {
+    let mut objects = Vec::with_capacity(targets.len());
+    for (i, t) in targets.iter().enumerate() {
+        objects.push(check_one(t, live.get(&t.object_ref), opts));
+        progress(i + 1, targets.len());
+    }
+    Report {
+        field_manager: opts.field_manager.clone(),
+        force: opts.force.clone(),
+        source: live.describe(),
+        objects,
+    }
+}
+
+/// Predicts one target against its live object (`None`: it does not exist).
+pub fn check_one(t: &Target, live: Option<&Value>, opts: &Options) -> ObjectReport {
+    let doc = &t.doc;
+    let secret = is_secret(&t.object_ref);
+    let mut report = ObjectReport {
+        api_version: doc.api_version().to_string(),
+        kind: doc.kind().to_string(),
+        namespace: t.object_ref.namespace.clone(),
+        name: t.object_ref.name.clone(),
+        file: doc.origin.file.to_string(),
+        document: doc.origin.doc,
+        item: doc.origin.item,
+        line: doc.origin.line,
+        verdict: Verdict::Invalid,
+        resource_version: live
+            .and_then(|l| l.str_at(&["metadata", "resourceVersion"]))
+            .map(str::to_string),
+        conflicts: vec![],
+        taken_over: vec![],
+        shared: vec![],
+        removed: vec![],
+        stuck: vec![],
+        owned_fields: 0,
+        message: None,
+        error: None,
+        origin: doc.origin.clone(),
+        object_ref: t.object_ref.clone(),
+    };
+    let prepared = match live.map(|l| Prepared::new(&t.info.schema, &t.info.type_ref, l)) {
+        Some(Err(e)) => {
+            report.error = Some(format!("the live object cannot be read: {e}"));
+            return report;
+        }
+        Some(Ok(p)) => Some(p),
+        None => None,
+    };
+    let allows = |id: &Identity| opts.force.allows(&id.manager);
+    let req = ApplyRequest {
+        schema: &t.info.schema,
+        type_ref: &t.info.type_ref,
+        live: prepared.as_ref(),
+        config: &doc.object,
+        manager: &opts.field_manager,
+        force: match &opts.force {
+            Force::None => ForcePolicy::None,
+            Force::All => ForcePolicy::All,
+            Force::Against(_) => ForcePolicy::Selective(&allows),
+        },
+        subresource: "",
+        reset_fields: &t.info.reset_fields,
+        now: opts.now,
+    };
+    let p = predict::predict(&req);
+    report.verdict = p.verdict.clone();
+    report.message = p.message.clone();
+    report.error = p.error.clone();
+    report.owned_fields = p
+        .managed
+        .fields
+        .iter()
+        .find(|(k, _)| {
+            crate::managedfields::parse_identity(k).is_some_and(|id| {
+                id.manager == opts.field_manager
+                    && id.operation == "Apply"
+                    && id.subresource.is_empty()
+            })
+        })
+        .map_or(0, |(_, vs)| vs.set.leaves().paths().len());
+    let conflict = |c: FieldConflict| {
+        let c = redact::conflict(secret, c);
+        Conflict {
+            line: doc.line_of(&c.path_elements.0),
+            suggestions: suggest::for_conflict(&c, &t.object_ref, opts),
+            field: c,
+        }
+    };
+    let field = |f: OwnedField, in_manifest: bool| {
+        let f = redact::field(secret, f);
+        Field {
+            line: in_manifest.then(|| doc.line_of(&f.path_elements.0)),
+            field: f,
+        }
+    };
+    report.conflicts = p.conflicts.into_iter().map(conflict).collect();
+    report.taken_over = p.taken_over.into_iter().map(conflict).collect();
+    report.shared = p.shared.into_iter().map(|f| field(f, true)).collect();
+    report.removed = p.removed.into_iter().map(|f| field(f, false)).collect();
+    report.stuck = p.stuck.into_iter().map(|f| field(f, false)).collect();
+    report
+}
+
+/// The owner printed the way reports show it: `kubectl-edit (Update, apps/v1)`.
+pub fn describe_owner(o: &Owner) -> String {
+    let mut s = format!("{} ({}", o.manager, o.operation);
+    if !o.api_version.is_empty() {
+        s.push_str(", ");
+        s.push_str(&o.api_version);
+    }
+    if !o.subresource.is_empty() {
+        s.push_str(", subresource ");
+        s.push_str(&o.subresource);
+    }
+    s.push(')');
+    if let Some(t) = &o.time {
+        s.push_str(" at ");
+        s.push_str(t);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests;

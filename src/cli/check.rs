@@ -1,0 +1,156 @@
+//! `fieldguard check`: the pre-merge conflict check.
+
+use super::live::{LiveArgs, LiveSource};
+use super::progress::Progress;
+use super::{EXIT_CONFLICTS, EXIT_INVALID, ExitCode, print_errors};
+use crate::check::{self, Force, Options};
+use crate::manifest::{self, Input, ManifestError};
+use crate::predict::Verdict;
+use crate::report::{self, Format};
+use clap::{Args, ValueEnum};
+use std::io::{IsTerminal, Write};
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// Manifest files or directories (searched recursively for .yaml, .yml, .json); `-` reads
+    /// standard input (also read when no manifest is named and input is piped).
+    #[arg(value_name = "MANIFEST")]
+    pub manifests: Vec<String>,
+    /// More manifests (as kubectl's -f).
+    #[arg(short = 'f', long = "filename", value_name = "PATH")]
+    pub filenames: Vec<String>,
+    /// The field manager the apply will use (helm, argocd-controller, flux, your pipeline's).
+    #[arg(long, env = "FIELDGUARD_FIELD_MANAGER", value_name = "NAME")]
+    pub field_manager: String,
+    /// Predict a forced apply: take over every conflicting field.
+    #[arg(long, conflicts_with = "force_against")]
+    pub force_conflicts: bool,
+    /// Predict a selectively forced apply: take over fields only from managers whose whole name
+    /// matches REGEX (repeatable; e.g. 'kubectl-edit|before-first-apply'); any other conflict
+    /// still fails the apply.
+    #[arg(long, value_name = "REGEX")]
+    pub force_against: Vec<String>,
+    #[command(flatten)]
+    pub live: LiveArgs,
+    /// Report format.
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    pub output: Format,
+    /// Colour in text reports.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub color: Color,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Color {
+    Auto,
+    Always,
+    Never,
+}
+
+/// Manifest inputs from arguments; standard input when none is named and it is piped.
+pub(super) fn manifest_inputs(
+    positional: &[String],
+    filenames: &[String],
+) -> Result<Vec<Input>, String> {
+    let mut inputs: Vec<Input> = positional
+        .iter()
+        .chain(filenames)
+        .map(|s| Input::parse(s))
+        .collect();
+    if inputs.is_empty() {
+        if std::io::stdin().is_terminal() {
+            return Err("no manifests: name files or directories, or pipe them in (`helm template ... | fieldguard check -`)".into());
+        }
+        inputs.push(Input::Stdin);
+    }
+    Ok(inputs)
+}
+
+pub fn run(args: CheckArgs) -> ExitCode {
+    let force = if args.force_conflicts {
+        Force::All
+    } else if !args.force_against.is_empty() {
+        match Force::against(&args.force_against) {
+            Ok(f) => f,
+            Err(e) => return super::usage_error(&e),
+        }
+    } else {
+        Force::None
+    };
+    if args.field_manager.is_empty() {
+        return super::usage_error("--field-manager must not be empty");
+    }
+    let inputs = match manifest_inputs(&args.manifests, &args.filenames) {
+        Ok(i) => i,
+        Err(e) => return super::usage_error(&e),
+    };
+    let loaded = manifest::load(&inputs, &mut std::io::stdin().lock());
+    if !loaded.errors.is_empty() {
+        return print_errors(&loaded.errors);
+    }
+    let mut source = match LiveSource::open(&args.live) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    if let Err(code) = source.prepare(&loaded.documents) {
+        return code;
+    }
+    let targets = match check::resolve(loaded.documents, &mut source.catalog, &source.namespace) {
+        Ok(t) => t,
+        Err(errors) => return print_errors(&errors),
+    };
+    let live = match source.objects_for(&targets) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    let opts = Options {
+        field_manager: args.field_manager.clone(),
+        force,
+        namespace: source.namespace.clone(),
+        now: time::OffsetDateTime::now_utc().unix_timestamp(),
+    };
+    let mut progress = Progress::new("checked");
+    let report = check::run(&targets, live.as_ref(), &opts, &mut |d, n| {
+        progress.update(d, n)
+    });
+    progress.finish();
+    // Nothing partial: an object that cannot be applied fails the whole check.
+    let invalid: Vec<ManifestError> = report
+        .objects
+        .iter()
+        .filter(|o| o.verdict == Verdict::Invalid)
+        .map(|o| ManifestError {
+            file: o.origin.file.clone(),
+            doc: Some(o.origin.doc),
+            line: Some(o.origin.line),
+            path: None,
+            message: format!(
+                "{}: {}",
+                o.object_ref,
+                o.error.as_deref().unwrap_or("cannot be applied")
+            ),
+        })
+        .collect();
+    if !invalid.is_empty() {
+        return print_errors(&invalid);
+    }
+    let color = match args.color {
+        Color::Always => true,
+        Color::Never => false,
+        Color::Auto => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+    };
+    let text = report::render(&report, args.output, color);
+    let mut out = std::io::stdout().lock();
+    if out
+        .write_all(text.as_bytes())
+        .and_then(|_| out.flush())
+        .is_err()
+    {
+        return ExitCode::from(EXIT_INVALID);
+    }
+    match report.exit_code() {
+        0 => ExitCode::SUCCESS,
+        1 => ExitCode::from(EXIT_CONFLICTS),
+        _ => ExitCode::from(EXIT_INVALID),
+    }
+}

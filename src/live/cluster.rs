@@ -1,0 +1,465 @@
+//! A live cluster, read-only: discovery (`/api`, `/apis/<group>/<version>`), published schemas
+//! (`/openapi/v3` and its per-group-version documents, which include CRDs' schemas) and GETs of
+//! the objects a check touches. Never a write, never a dry-run.
+//!
+//! The kubeconfig is resolved like kubectl: `--kubeconfig`, else `$KUBECONFIG`, else
+//! `~/.kube/config`, else the in-cluster service account; `--context` picks a context.
+
+use super::{Fetched, ObjectRef};
+use crate::catalog::{Catalog, DEFAULT_KUBERNETES, Discovered};
+use crate::schema::{Gvk, openapi_v3};
+use crate::value::{MAX_DOCUMENT_BYTES, Value, json};
+use futures::{StreamExt, TryStreamExt};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How many GETs run at once.
+const CONCURRENCY: usize = 16;
+/// Bound on any one request.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Which cluster, as kubectl's flags name it.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterOptions {
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
+}
+
+/// The cluster could not be reached or would not answer.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ClusterError(pub String);
+
+/// A connected cluster.
+pub struct Cluster {
+    rt: tokio::runtime::Runtime,
+    client: kube::Client,
+    url: String,
+    namespace: String,
+    version: String,
+}
+
+/// One object to fetch: where it lives and in which version to read it.
+#[derive(Clone, Debug)]
+pub struct FetchItem {
+    pub object_ref: ObjectRef,
+    pub api_version: String,
+    pub plural: String,
+}
+
+impl Cluster {
+    /// Resolves the kubeconfig and checks that the apiserver answers (`GET /version`).
+    pub fn connect(opts: &ClusterOptions) -> Result<Cluster, ClusterError> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| ClusterError(format!("cannot start the runtime: {e}")))?;
+        let (client, url, namespace) = rt.block_on(async {
+            let kc_opts = KubeConfigOptions {
+                context: opts.context.clone(),
+                ..KubeConfigOptions::default()
+            };
+            let config = match (&opts.kubeconfig, &opts.context) {
+                (Some(path), _) => {
+                    let kc = Kubeconfig::read_from(path)
+                        .map_err(|e| ClusterError(format!("kubeconfig {}: {e}", path.display())))?;
+                    kube::Config::from_custom_kubeconfig(kc, &kc_opts)
+                        .await
+                        .map_err(|e| ClusterError(format!("kubeconfig {}: {e}", path.display())))?
+                }
+                (None, Some(_)) => kube::Config::from_kubeconfig(&kc_opts)
+                    .await
+                    .map_err(|e| ClusterError(format!("kubeconfig: {e}")))?,
+                (None, None) => kube::Config::infer()
+                    .await
+                    .map_err(|e| ClusterError(format!("no cluster configured: {e}")))?,
+            };
+            let url = config.cluster_url.to_string();
+            let namespace = config.default_namespace.clone();
+            let client = kube::Client::try_from(config)
+                .map_err(|e| ClusterError(format!("cluster {url}: {e}")))?;
+            Ok::<_, ClusterError>((client, url, namespace))
+        })?;
+        let mut c = Cluster {
+            rt,
+            client,
+            url,
+            namespace,
+            version: String::new(),
+        };
+        let v = c
+            .get_json("/version")?
+            .ok_or_else(|| ClusterError(format!("cluster {}: /version not found", c.url)))?;
+        c.version = v.str_at(&["gitVersion"]).unwrap_or("").to_string();
+        Ok(c)
+    }
+
+    /// The context's namespace (`default` if it names none).
+    pub fn default_namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// `cluster https://… (v1.33.1)` for reports.
+    pub fn describe(&self) -> String {
+        format!("cluster {} ({})", self.url, self.version)
+    }
+
+    /// A catalog for these apiVersions: the cluster's discovery (scope, plural, status
+    /// subresource) and its published OpenAPI v3 schemas, over the newest bundled built-ins.
+    pub fn catalog_for(&self, api_versions: &BTreeSet<String>) -> Result<Catalog, ClusterError> {
+        let mut catalog = Catalog::kubernetes(DEFAULT_KUBERNETES)
+            .map_err(|e| ClusterError(format!("built-in schemas: {e}")))?;
+        let index = self.get_json("/openapi/v3")?;
+        let mut docs = Vec::new();
+        for av in api_versions {
+            let base = if av.contains('/') {
+                format!("apis/{av}")
+            } else {
+                format!("api/{av}")
+            };
+            let Some(resources) = self.get_json(&format!("/{base}"))? else {
+                continue; // not served: unknown unless a CRD in the manifests defines it
+            };
+            for (gvk, d) in discovered(av, &resources) {
+                catalog.add_discovered(gvk, d);
+            }
+            let doc_url = index
+                .as_ref()
+                .and_then(|i| i.str_at(&["paths", &base, "serverRelativeURL"]))
+                .map(str::to_string);
+            if let Some(u) = doc_url
+                && let Some(doc) = self.get_json(&u)?
+            {
+                docs.push(doc);
+            }
+        }
+        if !docs.is_empty() {
+            let schema = openapi_v3::from_documents(&docs)
+                .map_err(|e| ClusterError(format!("cluster {}: /openapi/v3: {e}", self.url)))?;
+            catalog.add_served(schema);
+        }
+        Ok(catalog)
+    }
+
+    /// GETs the objects (concurrently); those that do not exist are absent from the result.
+    pub fn fetch(&self, items: &[FetchItem]) -> Result<Fetched, ClusterError> {
+        let results: Vec<(ObjectRef, Option<Value>)> = self.rt.block_on(async {
+            futures::stream::iter(items.iter().cloned().map(|it| async move {
+                let path = object_path(&it);
+                let v = self.get_json_async(&path).await?;
+                Ok::<_, ClusterError>((it.object_ref, v))
+            }))
+            .buffer_unordered(CONCURRENCY)
+            .try_collect()
+            .await
+        })?;
+        let mut f = Fetched {
+            source: self.describe(),
+            ..Fetched::default()
+        };
+        for (r, v) in results {
+            if let Some(v) = v {
+                f.objects.insert(r, v);
+            }
+        }
+        Ok(f)
+    }
+
+    /// GETs JSON at `path`; `None` on 404.
+    fn get_json(&self, path: &str) -> Result<Option<Value>, ClusterError> {
+        self.rt.block_on(self.get_json_async(path))
+    }
+
+    async fn get_json_async(&self, path: &str) -> Result<Option<Value>, ClusterError> {
+        self.get_with_accept(path, "application/json").await
+    }
+
+    /// Sends a GET; `None` on 404; errors name the cluster and the path.
+    async fn send(
+        &self,
+        path: &str,
+        req: http::Request<Vec<u8>>,
+    ) -> Result<Option<Value>, ClusterError> {
+        let res = tokio::time::timeout(REQUEST_TIMEOUT, self.client.request_text(req)).await;
+        let text = match res {
+            Err(_) => {
+                return Err(ClusterError(format!(
+                    "cluster {}: GET {path}: no answer within {}s",
+                    self.url,
+                    REQUEST_TIMEOUT.as_secs()
+                )));
+            }
+            Ok(Err(kube::Error::Api(s))) if s.code == 404 => return Ok(None),
+            Ok(Err(kube::Error::Api(s))) => {
+                return Err(ClusterError(format!(
+                    "cluster {}: GET {path}: {} ({})",
+                    self.url, s.message, s.code
+                )));
+            }
+            Ok(Err(e)) => {
+                return Err(ClusterError(format!(
+                    "cluster {} unreachable: GET {path}: {e}",
+                    self.url
+                )));
+            }
+            Ok(Ok(t)) => t,
+        };
+        // Objects are bounded by the apiserver; schema documents are larger (a few MiB).
+        json::parse_limited(text.as_bytes(), 16 * MAX_DOCUMENT_BYTES)
+            .map(Some)
+            .map_err(|e| ClusterError(format!("cluster {}: GET {path}: {e}", self.url)))
+    }
+}
+
+/// The request path of one object.
+fn object_path(it: &FetchItem) -> String {
+    let root = if it.api_version.contains('/') {
+        format!("/apis/{}", it.api_version)
+    } else {
+        format!("/api/{}", it.api_version)
+    };
+    let r = &it.object_ref;
+    if r.namespace.is_empty() {
+        format!("{root}/{}/{}", it.plural, r.name)
+    } else {
+        format!("{root}/namespaces/{}/{}/{}", r.namespace, it.plural, r.name)
+    }
+}
+
+/// What an `APIResourceList` says about each kind.
+fn discovered(api_version: &str, list: &Value) -> Vec<(Gvk, Discovered)> {
+    let empty = Vec::new();
+    let resources = list
+        .get_path(&["resources"])
+        .and_then(Value::as_list)
+        .unwrap_or(&empty);
+    let subresources: BTreeSet<&str> = resources
+        .iter()
+        .filter_map(|r| r.str_at(&["name"]))
+        .filter(|n| n.contains('/'))
+        .collect();
+    let mut out = BTreeMap::new();
+    for r in resources {
+        let (Some(name), Some(kind)) = (r.str_at(&["name"]), r.str_at(&["kind"])) else {
+            continue;
+        };
+        if name.contains('/') {
+            continue;
+        }
+        let namespaced = matches!(r.get_path(&["namespaced"]), Some(Value::Bool(true)));
+        let gvk = Gvk::from_api_version(api_version, kind);
+        out.insert(
+            (gvk.group.clone(), gvk.version.clone(), gvk.kind.clone()),
+            (
+                gvk,
+                Discovered {
+                    namespaced,
+                    plural: name.to_string(),
+                    has_status: subresources.contains(format!("{name}/status").as_str()),
+                },
+            ),
+        );
+    }
+    out.into_values().collect()
+}
+
+/// A resource type the cluster serves.
+#[derive(Clone, Debug)]
+pub struct ServedResource {
+    pub api_version: String,
+    pub kind: String,
+    pub plural: String,
+    pub singular: String,
+    pub short_names: Vec<String>,
+    pub namespaced: bool,
+    pub listable: bool,
+}
+
+impl ServedResource {
+    /// True if `name` names this resource the way kubectl accepts it: kind, plural, singular
+    /// or short name, optionally qualified by group (`deployments.apps`).
+    pub fn matches(&self, name: &str) -> bool {
+        let group = self.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        let (name, want_group) = match name.split_once('.') {
+            Some((n, g)) => (n, Some(g)),
+            None => (name, None),
+        };
+        if want_group.is_some_and(|g| g != group) {
+            return false;
+        }
+        let n = name.to_ascii_lowercase();
+        n == self.kind.to_ascii_lowercase()
+            || n == self.plural
+            || n == self.singular
+            || self.short_names.contains(&n)
+    }
+}
+
+impl Cluster {
+    /// Every resource type served, in each group's preferred version (discovery).
+    pub fn resources(&self) -> Result<Vec<ServedResource>, ClusterError> {
+        let mut versions = vec!["v1".to_string()];
+        if let Some(groups) = self.get_json("/apis")? {
+            for g in groups
+                .get_path(&["groups"])
+                .and_then(Value::as_list)
+                .unwrap_or(&[])
+            {
+                if let Some(gv) = g.str_at(&["preferredVersion", "groupVersion"]) {
+                    versions.push(gv.to_string());
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for av in versions {
+            let base = if av.contains('/') {
+                format!("/apis/{av}")
+            } else {
+                format!("/api/{av}")
+            };
+            let Some(list) = self.get_json(&base)? else {
+                continue;
+            };
+            for r in list
+                .get_path(&["resources"])
+                .and_then(Value::as_list)
+                .unwrap_or(&[])
+            {
+                let (Some(name), Some(kind)) = (r.str_at(&["name"]), r.str_at(&["kind"])) else {
+                    continue;
+                };
+                if name.contains('/') {
+                    continue;
+                }
+                let strings = |k: &str| -> Vec<String> {
+                    r.get_path(&[k])
+                        .and_then(Value::as_list)
+                        .unwrap_or(&[])
+                        .iter()
+                        .filter_map(|v| v.as_str().map(str::to_string))
+                        .collect()
+                };
+                out.push(ServedResource {
+                    api_version: av.clone(),
+                    kind: kind.to_string(),
+                    plural: name.to_string(),
+                    singular: r.str_at(&["singularName"]).unwrap_or("").to_string(),
+                    short_names: strings("shortNames"),
+                    namespaced: matches!(r.get_path(&["namespaced"]), Some(Value::Bool(true))),
+                    listable: strings("verbs").iter().any(|v| v == "list"),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// One object, or `None` if it does not exist.
+    pub fn get(
+        &self,
+        r: &ServedResource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Value>, ClusterError> {
+        let item = FetchItem {
+            object_ref: ObjectRef {
+                group: String::new(),
+                kind: r.kind.clone(),
+                namespace: if r.namespaced {
+                    namespace.to_string()
+                } else {
+                    String::new()
+                },
+                name: name.to_string(),
+            },
+            api_version: r.api_version.clone(),
+            plural: r.plural.clone(),
+        };
+        self.get_json(&object_path(&item))
+    }
+
+    /// The metadata (with managedFields) of every object of a resource, in all namespaces or
+    /// one, page by page. Items are keyed by their reference.
+    pub fn list_metadata(
+        &self,
+        r: &ServedResource,
+        namespace: Option<&str>,
+    ) -> Result<Vec<(ObjectRef, Value)>, ClusterError> {
+        let root = if r.api_version.contains('/') {
+            format!("/apis/{}", r.api_version)
+        } else {
+            format!("/api/{}", r.api_version)
+        };
+        let base = match namespace.filter(|_| r.namespaced) {
+            Some(ns) => format!("{root}/namespaces/{ns}/{}", r.plural),
+            None => format!("{root}/{}", r.plural),
+        };
+        let group = r.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        let mut out = Vec::new();
+        let mut cont = String::new();
+        loop {
+            let mut url = format!("{base}?limit=500");
+            if !cont.is_empty() {
+                url.push_str("&continue=");
+                url.push_str(&percent_encode(&cont));
+            }
+            let Some(list) = self.rt.block_on(self.get_with_accept(
+                &url,
+                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+            ))?
+            else {
+                break;
+            };
+            for item in list
+                .get_path(&["items"])
+                .and_then(Value::as_list)
+                .unwrap_or(&[])
+            {
+                let obj_ref = ObjectRef {
+                    group: group.to_string(),
+                    kind: r.kind.clone(),
+                    namespace: item
+                        .str_at(&["metadata", "namespace"])
+                        .unwrap_or("")
+                        .to_string(),
+                    name: item.str_at(&["metadata", "name"]).unwrap_or("").to_string(),
+                };
+                out.push((obj_ref, item.clone()));
+            }
+            cont = list
+                .str_at(&["metadata", "continue"])
+                .unwrap_or("")
+                .to_string();
+            if cont.is_empty() {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    async fn get_with_accept(
+        &self,
+        path: &str,
+        accept: &str,
+    ) -> Result<Option<Value>, ClusterError> {
+        let req = http::Request::get(path)
+            .header(http::header::ACCEPT, accept)
+            .body(Vec::new())
+            .map_err(|e| ClusterError(format!("{path}: {e}")))?;
+        self.send(path, req).await
+    }
+}
+
+fn percent_encode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

@@ -1,0 +1,46 @@
+//! `-o json`: the report as one JSON document. The schema is documented in
+//! `docs/check-report.md`; `apiVersion` changes whenever a field changes meaning or goes away.
+
+use crate::check::{ObjectReport, Report, Summary};
+use serde::Serialize;
+
+/// The report's `apiVersion`.
+pub const SCHEMA_VERSION: &str = "fieldguard.dev/v1";
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Document<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    field_manager: &'a str,
+    force: Force,
+    source: &'a str,
+    summary: Summary,
+    objects: &'a [ObjectReport],
+}
+
+#[derive(Serialize)]
+struct Force {
+    mode: &'static str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    against: Vec<String>,
+}
+
+pub fn render(r: &Report) -> String {
+    let doc = Document {
+        api_version: SCHEMA_VERSION,
+        kind: "CheckReport",
+        field_manager: &r.field_manager,
+        force: Force {
+            mode: r.force.mode(),
+            against: r.force.patterns(),
+        },
+        source: &r.source,
+        summary: r.summary(),
+        objects: &r.objects,
+    };
+    let mut s =
+        serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+    s.push('\n');
+    s
+}

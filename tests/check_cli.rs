@@ -1,0 +1,713 @@
+//! `fieldguard check` end to end: the bundled example against its snapshot and against a fake
+//! apiserver serving the same objects, every output format, exit codes, bad input.
+
+mod support;
+
+use fieldguard::live::snapshot::Snapshot;
+use fieldguard::manifest::Input;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use support::fake_apiserver::{FakeApiServer, Resource, State, crd_openapi, openapi_fixture};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn fieldguard(args: &[&str]) -> Output {
+    fieldguard_with_stdin(args, None)
+}
+
+fn fieldguard_with_stdin(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fieldguard"));
+    cmd.args(args)
+        .current_dir(root())
+        .env_remove("KUBECONFIG")
+        .env("HOME", std::env::temp_dir())
+        .env_remove("FIELDGUARD_FIELD_MANAGER")
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("run fieldguard");
+    if let Some(bytes) = stdin {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(bytes).unwrap();
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+const EXAMPLE: &[&str] = &[
+    "check",
+    "--snapshot",
+    "examples/cluster",
+    "-n",
+    "shop",
+    "--field-manager",
+    "helm",
+    "examples/release",
+];
+
+fn example(extra: &[&str]) -> Output {
+    let mut a = EXAMPLE.to_vec();
+    a.extend_from_slice(extra);
+    fieldguard(&a)
+}
+
+fn json_of(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
+}
+
+/// (kind, name) → conflict paths, from a JSON report.
+fn conflicts(report: &Value, key: &str) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for o in report["objects"].as_array().unwrap() {
+        for c in o[key].as_array().unwrap() {
+            out.push((
+                o["kind"].as_str().unwrap().to_string(),
+                c["path"].as_str().unwrap().to_string(),
+                c["owners"][0]["manager"].as_str().unwrap().to_string(),
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Secret material of the example (base64 in the manifest and the snapshot, and decoded).
+const SECRETS: &[&str] = &[
+    "aW5pdGlhbC1wdy03ZjNh",
+    "initial-pw-7f3a",
+    "cm90YXRlZC1ieS1oYW5kLTkxYzI=",
+    "rotated-by-hand-91c2",
+    "Y2hlY2tvdXQ=",
+];
+
+fn assert_no_secrets(text: &str) {
+    for s in SECRETS {
+        assert!(
+            !text.contains(s),
+            "secret material {s:?} in output:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn example_conflicts_are_found_with_owners_values_and_fixes() {
+    let o = example(&[]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    let text = stdout(&o);
+    assert_no_secrets(&text);
+    for want in [
+        "✗ Deployment shop/checkout  examples/release/checkout.yaml:44  conflict",
+        "conflict .spec.replicas  examples/release/checkout.yaml:56",
+        "kube-controller-manager (Update, apps/v1, subresource scale) at 2026-11-20T14:03:09Z",
+        "fix       remove `spec.replicas` from the manifest",
+        "conflict .spec.template.spec.containers[name=\"app\"].image  examples/release/checkout.yaml:67",
+        "--force-against 'kubectl-edit'",
+        "conflict .spec.duration  examples/release/checkout.yaml:120",
+        "+ ConfigMap shop/checkout-config",
+        "3 of 6 object(s) conflict (5 conflicting field(s))",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    assert!(!text.contains("\x1b["), "no colour when not a terminal");
+
+    let j = json_of(&example(&["-o", "json"]));
+    assert_eq!(j["apiVersion"], "fieldguard.dev/v1");
+    assert_eq!(j["summary"]["conflicted"], 3);
+    assert_eq!(j["summary"]["created"], 1);
+    assert_eq!(j["summary"]["unchanged"], 2);
+    let got = conflicts(&j, "conflicts");
+    let want: Vec<(String, String, String)> = [
+        ("Certificate", ".spec.duration", "platform-policy"),
+        ("Deployment", ".spec.replicas", "kube-controller-manager"),
+        (
+            "Deployment",
+            ".spec.template.spec.containers[name=\"app\"].image",
+            "kubectl-edit",
+        ),
+        (
+            "Deployment",
+            ".spec.template.spec.containers[name=\"log-shipper\"].image",
+            "log-injector",
+        ),
+        ("Secret", ".data.password", "kubectl-edit"),
+    ]
+    .iter()
+    .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+    .collect();
+    assert_eq!(got, want);
+    let secret = &j["objects"][0];
+    assert_eq!(secret["conflicts"][0]["current"], "<redacted>");
+    assert_eq!(secret["conflicts"][0]["proposed"], "<redacted>");
+    let dep = &j["objects"][3];
+    assert_eq!(dep["resourceVersion"], "48213");
+    assert_eq!(dep["conflicts"][0]["current"], 5);
+    assert_eq!(dep["conflicts"][0]["proposed"], 3);
+    assert_eq!(
+        dep["conflicts"][0]["suggestions"][0]["action"],
+        "drop-field"
+    );
+}
+
+#[test]
+fn forcing_takes_over_and_selective_force_only_from_matching_managers() {
+    let all = json_of(&example(&["--force-conflicts", "-o", "json"]));
+    assert_eq!(all["summary"]["conflicted"], 0);
+    assert_eq!(all["summary"]["takenOver"], 5);
+    assert_eq!(
+        all["summary"]["removed"], 1,
+        "LOG_LEVEL dropped from the release"
+    );
+    let o = example(&["--force-conflicts"]);
+    assert_eq!(o.status.code(), Some(0));
+
+    let o = example(&["--force-against", "kubectl-edit", "-o", "json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let sel = json_of(&o);
+    // The Secret's only conflict is with kubectl-edit: taken over. The Deployment also
+    // conflicts with the HPA and the injector: still rejected, the kubectl-edit field marked.
+    let secret = &sel["objects"][0];
+    assert_eq!(secret["verdict"], "configured");
+    assert_eq!(secret["takenOver"][0]["path"], ".data.password");
+    let dep = &sel["objects"][3];
+    assert_eq!(dep["verdict"], "conflict");
+    let forced: Vec<bool> = dep["conflicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["forced"].as_bool().unwrap())
+        .collect();
+    assert_eq!(forced, [false, true, false]);
+    // Whole-name match: `kubectl` does not select `kubectl-edit`.
+    let none = json_of(&example(&["--force-against", "kubectl", "-o", "json"]));
+    assert_eq!(none["summary"]["conflicted"], 3);
+}
+
+fn python() -> Option<PathBuf> {
+    let p = root().join(".venv/bin/python");
+    if p.exists() {
+        return Some(p);
+    }
+    assert!(
+        std::env::var_os("FIELDGUARD_REQUIRE_VALIDATORS").is_none(),
+        "report validators missing: run scripts/setup.sh"
+    );
+    None
+}
+
+fn validate(kind: &str, bytes: &[u8]) {
+    let Some(py) = python() else {
+        eprintln!("skipping schema validation ({kind}): run scripts/setup.sh");
+        return;
+    };
+    let dir = tempdir("validate");
+    let f = dir.join(format!("report.{kind}"));
+    std::fs::write(&f, bytes).unwrap();
+    let out = Command::new(py)
+        .arg(root().join("scripts/validate-report.py"))
+        .arg(kind)
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{kind} report invalid:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("fieldguard-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn sarif_points_to_file_and_line_and_validates() {
+    let o = example(&["-o", "sarif"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_no_secrets(&stdout(&o));
+    let s = json_of(&o);
+    assert_eq!(s["version"], "2.1.0");
+    let results = s["runs"][0]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 5);
+    let replicas = results
+        .iter()
+        .find(|r| {
+            r["message"]["text"]
+                .as_str()
+                .unwrap()
+                .contains(".spec.replicas")
+        })
+        .unwrap();
+    let loc = &replicas["locations"][0]["physicalLocation"];
+    assert_eq!(
+        loc["artifactLocation"]["uri"],
+        "examples/release/checkout.yaml"
+    );
+    assert_eq!(loc["region"]["startLine"], 56);
+    assert_eq!(replicas["level"], "error");
+    validate("sarif", &o.stdout);
+    // Takeovers, removals: warnings and notes.
+    let forced = example(&["--force-conflicts", "-o", "sarif"]);
+    assert_eq!(forced.status.code(), Some(0));
+    validate("sarif", &forced.stdout);
+}
+
+#[test]
+fn junit_has_one_case_per_object_and_validates() {
+    let o = example(&["-o", "junit"]);
+    assert_eq!(o.status.code(), Some(1));
+    let x = stdout(&o);
+    assert_no_secrets(&x);
+    assert_eq!(x.matches("<testcase ").count(), 6);
+    assert_eq!(x.matches("<failure ").count(), 3);
+    assert!(x.contains("tests=\"6\" failures=\"3\" errors=\"0\""), "{x}");
+    validate("junit", &o.stdout);
+}
+
+#[test]
+fn manifests_from_stdin_and_the_kubectl_plugin_name() {
+    let text = std::fs::read(root().join("examples/release/checkout.yaml")).unwrap();
+    let o = fieldguard_with_stdin(
+        &[
+            "check",
+            "--snapshot",
+            "examples/cluster",
+            "-n",
+            "shop",
+            "--field-manager",
+            "helm",
+            "-",
+        ],
+        Some(&text),
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stdout(&o).contains("<stdin>:56"), "{}", stdout(&o));
+
+    let dir = tempdir("plugin");
+    let plugin = dir.join("kubectl-fieldguard");
+    std::fs::copy(env!("CARGO_BIN_EXE_fieldguard"), &plugin).unwrap();
+    let o = Command::new(&plugin).arg("--help").output().unwrap();
+    assert!(String::from_utf8_lossy(&o.stdout).contains("Usage: kubectl fieldguard"));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("3  cluster or service unreachable"));
+}
+
+/// Writes `files` into a fresh directory and checks it against the example snapshot.
+fn check_files(name: &str, files: &[(&str, &[u8])]) -> Output {
+    let dir = tempdir(name);
+    for (f, bytes) in files {
+        std::fs::write(dir.join(f), bytes).unwrap();
+    }
+    fieldguard(&[
+        "check",
+        "--snapshot",
+        "examples/cluster",
+        "--field-manager",
+        "ci",
+        dir.to_str().unwrap(),
+    ])
+}
+
+#[test]
+fn bad_input_is_located_exits_2_and_predicts_nothing() {
+    let deep = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: x}}\ndata: {}{}\n",
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n";
+    let big = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: big}}\ndata:\n  blob: \"{}\"\n",
+        "x".repeat(3 * 1024 * 1024 + 10)
+    );
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "yaml",
+            b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [unclosed\n".to_vec(),
+            "a.yaml:",
+        ),
+        (
+            "json",
+            b"{\"apiVersion\": \"v1\", \"kind\": }".to_vec(),
+            "a.json:1: document 1",
+        ),
+        (
+            "dup",
+            b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  name: b\n".to_vec(),
+            "a.yaml:5: document 1",
+        ),
+        (
+            "nokind",
+            b"---\napiVersion: v1\nmetadata: {name: a}\n".to_vec(),
+            "document 1: .kind: kind is missing",
+        ),
+        (
+            "noname",
+            b"apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n".to_vec(),
+            ".metadata.name: metadata.name is missing",
+        ),
+        (
+            "unknown",
+            b"apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n".to_vec(),
+            "a.yaml:2: document 1: .kind: unknown kind Widget",
+        ),
+        (
+            "utf8",
+            b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: \xff}\n".to_vec(),
+            "a.yaml:3: invalid UTF-8",
+        ),
+        ("big", big.into_bytes(), "more than the limit"),
+        ("deep", deep.into_bytes(), "a.yaml:4"),
+        ("bomb", bomb.as_bytes().to_vec(), "alias"),
+        (
+            "schema",
+            b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {k: [1]}\n".to_vec(),
+            "ConfigMap default/a",
+        ),
+    ];
+    for (name, bytes, want) in cases {
+        let file = if name == "json" { "a.json" } else { "a.yaml" };
+        // A valid object beside the bad one: nothing is predicted for it either.
+        let good = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fine}\n";
+        let o = check_files(name, &[(file, &bytes), ("b.yaml", good)]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        assert!(err.contains(want), "{name}: want {want:?} in:\n{err}");
+        assert!(err.contains("nothing was checked"), "{name}: {err}");
+        assert!(
+            stdout(&o).is_empty(),
+            "{name}: predicted something:\n{}",
+            stdout(&o)
+        );
+    }
+    // Usage errors are 2 as well.
+    let o = fieldguard(&[
+        "check",
+        "--snapshot",
+        "examples/cluster",
+        "examples/release",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "missing --field-manager");
+    let o = fieldguard(&[
+        "check",
+        "--field-manager",
+        "x",
+        "--force-against",
+        "(",
+        "--snapshot",
+        "examples/cluster",
+        "examples/release",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--force-against"));
+}
+
+/// A fake cluster serving the example snapshot's objects, CRD and schemas.
+fn fake_cluster() -> FakeApiServer {
+    let snap = Snapshot::load(
+        &[Input::Path(root().join("examples/cluster"))],
+        &mut std::io::empty(),
+    )
+    .unwrap();
+    let mut st = State {
+        resources: vec![
+            Resource::new("v1", "Namespace", "namespaces", false, &["status"]),
+            Resource::new("v1", "Secret", "secrets", true, &[]),
+            Resource::new("v1", "ConfigMap", "configmaps", true, &[]),
+            Resource::new("v1", "Service", "services", true, &["status"]),
+            Resource::new(
+                "apps/v1",
+                "Deployment",
+                "deployments",
+                true,
+                &["status", "scale"],
+            ),
+            Resource::new(
+                "autoscaling/v2",
+                "HorizontalPodAutoscaler",
+                "horizontalpodautoscalers",
+                true,
+                &["status"],
+            ),
+            Resource::new(
+                "cert-manager.io/v1",
+                "Certificate",
+                "certificates",
+                true,
+                &["status"],
+            ),
+            Resource::new(
+                "apiextensions.k8s.io/v1",
+                "CustomResourceDefinition",
+                "customresourcedefinitions",
+                false,
+                &["status"],
+            ),
+        ],
+        ..State::default()
+    };
+    let core = openapi_fixture("api__v1_openapi.json");
+    let mut crd = None;
+    for (_, d) in snap.objects() {
+        let text =
+            fieldguard::value::json::to_string(&d.object, fieldguard::value::json::Style::PLAIN);
+        let v: Value = serde_json::from_str(&text).unwrap();
+        if v["kind"] == "CustomResourceDefinition" {
+            crd = Some(v.clone());
+        }
+        st.put(v);
+    }
+    st.openapi.insert(
+        "apis/cert-manager.io/v1".into(),
+        crd_openapi(&crd.unwrap(), "v1", &core),
+    );
+    st.openapi.insert("api/v1".into(), core);
+    st.openapi.insert(
+        "apis/apps/v1".into(),
+        openapi_fixture("apis__apps__v1_openapi.json"),
+    );
+    st.openapi.insert(
+        "apis/autoscaling/v2".into(),
+        openapi_fixture("apis__autoscaling__v2_openapi.json"),
+    );
+    FakeApiServer::start(st)
+}
+
+/// The report without what names the source.
+fn comparable(mut j: Value) -> Value {
+    j["source"] = Value::Null;
+    j
+}
+
+#[test]
+fn a_live_cluster_gives_the_same_answer_as_its_snapshot_and_is_only_read() {
+    let server = fake_cluster();
+    let dir = tempdir("cluster");
+    let kc = server.kubeconfig(&dir, "shop");
+    let kc = kc.to_str().unwrap();
+    let o = fieldguard(&[
+        "check",
+        "--kubeconfig",
+        kc,
+        "--context",
+        "fake",
+        "--field-manager",
+        "helm",
+        "-o",
+        "json",
+        "examples/release",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let live = json_of(&o);
+    assert!(
+        live["source"].as_str().unwrap().contains("v1.33.1-fake"),
+        "{}",
+        live["source"]
+    );
+    let snap = json_of(&example(&["-o", "json"]));
+    assert_eq!(comparable(live), comparable(snap));
+
+    // KUBECONFIG is honoured like kubectl does (current context `other`: namespace elsewhere,
+    // where nothing exists: everything would be created).
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fieldguard"));
+    let o = cmd
+        .args([
+            "check",
+            "--field-manager",
+            "helm",
+            "-o",
+            "json",
+            "examples/release",
+        ])
+        .current_dir(root())
+        .env("KUBECONFIG", kc)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let j = json_of(&o);
+    assert_eq!(j["summary"]["created"], 6);
+    assert_eq!(j["objects"][0]["namespace"], "elsewhere");
+
+    let reqs = server.requests();
+    assert!(
+        reqs.iter().all(|r| r.starts_with("GET ")),
+        "only reads: {reqs:?}"
+    );
+    assert!(
+        reqs.iter()
+            .any(|r| r == "GET /openapi/v3/apis/cert-manager.io/v1"),
+        "{reqs:?}"
+    );
+    assert!(
+        reqs.iter()
+            .any(|r| r == "GET /apis/apps/v1/namespaces/shop/deployments/checkout"),
+        "{reqs:?}"
+    );
+}
+
+#[test]
+fn an_unreachable_cluster_exits_3() {
+    // A port nobody listens on.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    drop(l);
+    let dir = tempdir("unreachable");
+    let kc = dir.join("kubeconfig");
+    std::fs::write(
+        &kc,
+        format!("apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\ncurrent-context: c\nusers: [{{name: u, user: {{}}}}]\n"),
+    )
+    .unwrap();
+    let o = fieldguard(&[
+        "check",
+        "--kubeconfig",
+        kc.to_str().unwrap(),
+        "--field-manager",
+        "helm",
+        "examples/release",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("unreachable"), "{}", stderr(&o));
+    let o = fieldguard(&["check", "--field-manager", "helm", "examples/release"]);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "no kubeconfig at all: {}",
+        stderr(&o)
+    );
+    let _ = Path::new("");
+}
+
+#[test]
+fn blame_annotates_list_map_items_and_redacts_secrets() {
+    let o = fieldguard(&["blame", "deploy/checkout", "--snapshot", "examples/cluster"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    let line = |needle: &str| -> String {
+        text.lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{text}"))
+            .to_string()
+    };
+    assert!(
+        line("replicas: 5")
+            .contains("# kube-controller-manager (Update/scale) 2026-11-20T14:03:09Z")
+    );
+    assert!(
+        line("image: registry.example.com/shop/checkout:1.4.2-hotfix1")
+            .contains("# kubectl-edit (Update)")
+    );
+    // The injected container is a list-map item of its own: the injector owns it, not helm.
+    assert!(line("- name: log-shipper").contains("# log-injector (Update)"));
+    assert!(!line("- name: log-shipper").contains("helm"));
+    assert!(line("image: fluent/fluent-bit:2.2.0").contains("# log-injector"));
+    assert!(line("- name: app ").contains("# helm (Apply)"));
+    // Fields under an atomic struct belong to whoever owns the whole.
+    assert!(line("app.kubernetes.io/name: checkout").contains("# helm"));
+    assert!(
+        !line("imagePullPolicy").contains('#'),
+        "defaulted fields have no owner"
+    );
+    assert!(!text.contains("managedFields"));
+
+    let o = fieldguard(&[
+        "blame",
+        "secret/checkout-db",
+        "--snapshot",
+        "examples/cluster",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_no_secrets(&stdout(&o));
+    assert!(stdout(&o).contains(REDACTED_JSON));
+
+    // A file of objects, as kubectl prints them.
+    let o = fieldguard(&["blame", "examples/cluster/shop.yaml"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_no_secrets(&stdout(&o));
+    assert_eq!(stdout(&o).matches("---\n").count(), 6);
+
+    let o = fieldguard(&["blame", "deploy/nope", "--snapshot", "examples/cluster"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no such object"));
+}
+
+const REDACTED_JSON: &str = "<redacted>";
+
+#[test]
+fn managers_inventory_flags_strays() {
+    let o = fieldguard(&["managers", "--snapshot", "examples/cluster", "-o", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let j = json_of(&o);
+    assert_eq!(j["objects"], 7);
+    let m = |name: &str| -> Value {
+        j["managers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["manager"] == name)
+            .unwrap_or_else(|| panic!("no manager {name}"))
+            .clone()
+    };
+    assert_eq!(m("helm")["objects"], 5);
+    assert_eq!(m("helm")["operations"], serde_json::json!(["Apply"]));
+    assert_eq!(
+        m("kube-controller-manager")["operations"],
+        serde_json::json!(["Update/scale", "Update/status"])
+    );
+    assert_eq!(m("kubectl-edit")["objects"], 2);
+    assert_eq!(m("kubectl-edit")["newest"], "2026-11-21T02:47:55Z");
+    assert_eq!(m("kubectl-edit")["flags"][0]["kind"], "manual-edit");
+    assert!(m("helm")["flags"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn blame_and_managers_read_a_live_cluster() {
+    let server = fake_cluster();
+    let dir = tempdir("cluster-views");
+    let kc = server.kubeconfig(&dir, "shop");
+    let kc = kc.to_str().unwrap();
+    let o = fieldguard(&[
+        "blame",
+        "deployments.apps/checkout",
+        "--kubeconfig",
+        kc,
+        "--context",
+        "fake",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let snap = fieldguard(&[
+        "blame",
+        "deployments.apps/checkout",
+        "--snapshot",
+        "examples/cluster",
+    ]);
+    assert_eq!(stdout(&o), stdout(&snap));
+
+    let live = json_of(&fieldguard(&["managers", "--kubeconfig", kc, "-o", "json"]));
+    let snap = json_of(&fieldguard(&[
+        "managers",
+        "--snapshot",
+        "examples/cluster",
+        "-o",
+        "json",
+    ]));
+    assert_eq!(live, snap);
+    assert!(server.requests().iter().all(|r| r.starts_with("GET ")));
+}

@@ -1,0 +1,381 @@
+//! A fake kube-apiserver on loopback for tests: discovery (`/api`, `/apis`, resource lists),
+//! `/version`, `/openapi/v3` (index and per-group-version documents, CRDs' built the way
+//! kube-apiserver publishes them), GET of objects with `Status` bodies for 404s, and lists.
+//! Every request is recorded so tests can assert what was (not) sent.
+
+#![allow(dead_code)]
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+/// A served resource type.
+#[derive(Clone, Debug)]
+pub struct Resource {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub plural: String,
+    pub namespaced: bool,
+    pub subresources: Vec<String>,
+}
+
+impl Resource {
+    pub fn new(
+        api_version: &str,
+        kind: &str,
+        plural: &str,
+        namespaced: bool,
+        subs: &[&str],
+    ) -> Resource {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        Resource {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+            plural: plural.into(),
+            namespaced,
+            subresources: subs.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+    fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+    fn base(&self) -> String {
+        if self.group.is_empty() {
+            format!("api/{}", self.version)
+        } else {
+            format!("apis/{}/{}", self.group, self.version)
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct State {
+    pub resources: Vec<Resource>,
+    /// (group, plural, namespace, name) → object.
+    pub objects: BTreeMap<(String, String, String, String), Value>,
+    /// "api/v1", "apis/apps/v1" → OpenAPI v3 document.
+    pub openapi: BTreeMap<String, Value>,
+    /// "GET /api/v1/..." for every request received.
+    pub requests: Vec<String>,
+    pub resource_version: u64,
+}
+
+impl State {
+    /// Stores an object (its type must be served).
+    pub fn put(&mut self, obj: Value) {
+        let av = obj["apiVersion"].as_str().unwrap_or("");
+        let kind = obj["kind"].as_str().unwrap_or("");
+        let group = av.rsplit_once('/').map_or("", |(g, _)| g).to_string();
+        let r = self
+            .resources
+            .iter()
+            .find(|r| r.group == group && r.kind == kind)
+            .unwrap_or_else(|| panic!("fake apiserver: {av} {kind} is not served"))
+            .clone();
+        let ns = obj["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
+        self.objects.insert((group, r.plural, ns, name), obj);
+    }
+}
+
+pub struct FakeApiServer {
+    pub addr: SocketAddr,
+    pub state: Arc<Mutex<State>>,
+    _thread: std::thread::JoinHandle<()>,
+}
+
+impl FakeApiServer {
+    pub fn start(state: State) -> FakeApiServer {
+        let state = Arc::new(Mutex::new(state));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let st = state.clone();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                tx.send(listener.local_addr().unwrap()).unwrap();
+                loop {
+                    let Ok((stream, _)) = listener.accept().await else {
+                        continue;
+                    };
+                    let st = st.clone();
+                    tokio::spawn(async move {
+                        let svc = service_fn(move |req| {
+                            let st = st.clone();
+                            async move { Ok::<_, std::convert::Infallible>(handle(&st, req).await) }
+                        });
+                        let _ = http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), svc)
+                            .await;
+                    });
+                }
+            });
+        });
+        let addr = rx.recv().unwrap();
+        FakeApiServer {
+            addr,
+            state,
+            _thread: thread,
+        }
+    }
+
+    /// A kubeconfig file pointing at this server (context `fake`, namespace `ns`).
+    pub fn kubeconfig(&self, dir: &std::path::Path, ns: &str) -> std::path::PathBuf {
+        let p = dir.join("kubeconfig");
+        std::fs::write(
+            &p,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://{}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: tester\n    namespace: {ns}\n- name: other\n  context:\n    cluster: fake\n    user: tester\n    namespace: elsewhere\ncurrent-context: other\nusers:\n- name: tester\n  user:\n    token: not-a-real-token\n",
+                self.addr
+            ),
+        )
+        .unwrap();
+        p
+    }
+
+    pub fn requests(&self) -> Vec<String> {
+        self.state.lock().unwrap().requests.clone()
+    }
+}
+
+fn reply(code: StatusCode, body: Value) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(code)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap()
+}
+
+fn status(code: u16, reason: &str, message: String) -> Response<Full<Bytes>> {
+    reply(
+        StatusCode::from_u16(code).unwrap(),
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+               "message": message, "reason": reason, "code": code}),
+    )
+}
+
+async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let _ = req.into_body().collect().await;
+    let mut s = st.lock().unwrap();
+    s.requests.push(format!("{method} {path}"));
+    if method != hyper::Method::GET {
+        return status(
+            405,
+            "MethodNotAllowed",
+            format!("{method} is not supported by the fake"),
+        );
+    }
+    let parts: Vec<&str> = path
+        .trim_start_matches('/')
+        .split('/')
+        .filter(|p| !p.is_empty())
+        .collect();
+    match parts.as_slice() {
+        ["version"] => reply(
+            StatusCode::OK,
+            json!({"major": "1", "minor": "33", "gitVersion": "v1.33.1-fake"}),
+        ),
+        ["api"] => reply(
+            StatusCode::OK,
+            json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}),
+        ),
+        ["apis"] => {
+            let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            for r in s.resources.iter().filter(|r| !r.group.is_empty()) {
+                let v = groups.entry(r.group.clone()).or_default();
+                if !v.contains(&r.version) {
+                    v.push(r.version.clone());
+                }
+            }
+            let groups: Vec<Value> = groups
+                .into_iter()
+                .map(|(g, vs)| {
+                    let versions: Vec<Value> = vs
+                        .iter()
+                        .map(|v| json!({"groupVersion": format!("{g}/{v}"), "version": v}))
+                        .collect();
+                    json!({"name": g, "versions": versions, "preferredVersion": versions[0]})
+                })
+                .collect();
+            reply(
+                StatusCode::OK,
+                json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}),
+            )
+        }
+        ["openapi", "v3"] => {
+            let paths: serde_json::Map<String, Value> = s
+                .openapi
+                .keys()
+                .map(|k| (k.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{k}?hash=0123456789ABCDEF")})))
+                .collect();
+            reply(StatusCode::OK, json!({"paths": paths}))
+        }
+        ["openapi", "v3", rest @ ..] => match s.openapi.get(&rest.join("/")) {
+            Some(d) => reply(StatusCode::OK, d.clone()),
+            None => status(
+                404,
+                "NotFound",
+                "the server could not find the requested resource".into(),
+            ),
+        },
+        _ => resource_request(&s, &parts),
+    }
+}
+
+fn resource_request(s: &State, parts: &[&str]) -> Response<Full<Bytes>> {
+    let (group, version, rest): (&str, &str, &[&str]) = match parts {
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => {
+            return status(
+                404,
+                "NotFound",
+                "the server could not find the requested resource".into(),
+            );
+        }
+    };
+    let served: Vec<&Resource> = s
+        .resources
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+        .collect();
+    if served.is_empty() {
+        return status(
+            404,
+            "NotFound",
+            "the server could not find the requested resource".into(),
+        );
+    }
+    let (ns, plural, name) = match rest {
+        [] => {
+            let mut list = Vec::new();
+            for r in &served {
+                list.push(json!({"name": r.plural, "singularName": r.kind.to_lowercase(), "namespaced": r.namespaced,
+                                 "kind": r.kind, "verbs": ["create","delete","get","list","patch","update","watch"]}));
+                for sub in &r.subresources {
+                    list.push(json!({"name": format!("{}/{sub}", r.plural), "singularName": "", "namespaced": r.namespaced,
+                                     "kind": if sub == "scale" { "Scale" } else { &r.kind }, "verbs": ["get","patch","update"]}));
+                }
+            }
+            let gv = served[0].api_version();
+            return reply(
+                StatusCode::OK,
+                json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": list}),
+            );
+        }
+        ["namespaces", ns, plural] => (*ns, *plural, None),
+        ["namespaces", ns, plural, name] => (*ns, *plural, Some(*name)),
+        [plural] => ("", *plural, None),
+        [plural, name] => ("", *plural, Some(*name)),
+        _ => {
+            return status(
+                404,
+                "NotFound",
+                "the server could not find the requested resource".into(),
+            );
+        }
+    };
+    let Some(r) = served.iter().find(|r| r.plural == plural) else {
+        return status(
+            404,
+            "NotFound",
+            "the server could not find the requested resource".into(),
+        );
+    };
+    let with_version = |o: &Value| {
+        let mut o = o.clone();
+        o["apiVersion"] = json!(r.api_version());
+        o
+    };
+    match name {
+        Some(name) => match s.objects.get(&(
+            group.to_string(),
+            plural.to_string(),
+            ns.to_string(),
+            name.to_string(),
+        )) {
+            Some(o) => reply(StatusCode::OK, with_version(o)),
+            None => status(
+                404,
+                "NotFound",
+                format!("{plural}.{group} \"{name}\" not found"),
+            ),
+        },
+        None => {
+            let items: Vec<Value> = s
+                .objects
+                .iter()
+                .filter(|((g, p, n, _), _)| g == group && p == plural && (ns.is_empty() || n == ns))
+                .map(|(_, o)| with_version(o))
+                .collect();
+            reply(
+                StatusCode::OK,
+                json!({"kind": format!("{}List", r.kind), "apiVersion": r.api_version(),
+                                         "metadata": {"resourceVersion": s.resource_version.to_string()}, "items": items}),
+            )
+        }
+    }
+}
+
+/// A gzip'd OpenAPI v3 fixture of this repository (`tests/fixtures/openapi-v3`).
+pub fn openapi_fixture(file: &str) -> Value {
+    let path = format!(
+        "{}/tests/fixtures/openapi-v3/{file}.gz",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap())
+        .read_to_string(&mut text)
+        .unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The OpenAPI v3 document kube-apiserver publishes for a CRD's version: the structural
+/// schema under the type's reversed-group name, `metadata` referring to ObjectMeta, the
+/// group-version-kind extension, plus the meta/v1 types it refers to (taken from `core`).
+pub fn crd_openapi(crd: &Value, version: &str, core: &Value) -> Value {
+    let group = crd["spec"]["group"].as_str().unwrap();
+    let kind = crd["spec"]["names"]["kind"].as_str().unwrap();
+    let v = crd["spec"]["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == version)
+        .unwrap();
+    let mut schema = v["schema"]["openAPIV3Schema"].clone();
+    schema["properties"]["metadata"] = json!({"allOf": [{"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}]});
+    schema["x-kubernetes-group-version-kind"] =
+        json!([{"group": group, "kind": kind, "version": version}]);
+    let reversed: Vec<&str> = group.split('.').rev().collect();
+    let mut schemas = serde_json::Map::new();
+    schemas.insert(format!("{}.{version}.{kind}", reversed.join(".")), schema);
+    for (k, v) in core["components"]["schemas"].as_object().unwrap() {
+        if k.starts_with("io.k8s.apimachinery.pkg.apis.meta.v1.") {
+            schemas.insert(k.clone(), v.clone());
+        }
+    }
+    json!({"openapi": "3.0.0", "info": {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"},
+           "paths": {}, "components": {"schemas": schemas}})
+}

@@ -1,0 +1,2 @@
+//! Test support shared by integration tests.
+pub mod fake_apiserver;
