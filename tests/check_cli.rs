@@ -711,3 +711,49 @@ fn blame_and_managers_read_a_live_cluster() {
     assert_eq!(live, snap);
     assert!(server.requests().iter().all(|r| r.starts_with("GET ")));
 }
+
+/// Against a real cluster when `KUBECONFIG` is set (skipped otherwise): read-only checks.
+#[test]
+fn real_cluster_tier() {
+    let Some(kc) = std::env::var_os("KUBECONFIG") else {
+        eprintln!("real-cluster tier skipped: KUBECONFIG is not set");
+        return;
+    };
+    let name = format!("fieldguard-probe-{}", std::process::id());
+    let manifest =
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  a: b\n");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fieldguard"));
+    cmd.args([
+        "check",
+        "--field-manager",
+        "fieldguard-test",
+        "-o",
+        "json",
+        "-",
+    ])
+    .env("KUBECONFIG", &kc)
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    {
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(manifest.as_bytes())
+            .unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let j = json_of(&o);
+    assert_eq!(j["objects"][0]["verdict"], "created");
+    let o = Command::new(env!("CARGO_BIN_EXE_fieldguard"))
+        .args(["managers", "-o", "json"])
+        .env("KUBECONFIG", &kc)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(json_of(&o)["objects"].as_u64().unwrap() > 0);
+}

@@ -118,17 +118,18 @@ pub fn run(args: CheckArgs) -> ExitCode {
     let invalid: Vec<ManifestError> = report
         .objects
         .iter()
-        .filter(|o| o.verdict == Verdict::Invalid)
-        .map(|o| ManifestError {
-            file: o.origin.file.clone(),
-            doc: Some(o.origin.doc),
-            line: Some(o.origin.line),
-            path: None,
-            message: format!(
-                "{}: {}",
-                o.object_ref,
-                o.error.as_deref().unwrap_or("cannot be applied")
-            ),
+        .zip(&targets)
+        .filter(|(o, _)| o.verdict == Verdict::Invalid)
+        .map(|(o, t)| {
+            let error = o.error.as_deref().unwrap_or("cannot be applied");
+            let path = error_path(error);
+            ManifestError {
+                file: o.origin.file.clone(),
+                doc: Some(o.origin.doc),
+                line: Some(path.map_or(o.origin.line, |p| t.doc.line_of_printed(p))),
+                path: path.map(str::to_string),
+                message: format!("{}: {error}", o.object_ref),
+            }
         })
         .collect();
     if !invalid.is_empty() {
@@ -153,4 +154,12 @@ pub fn run(args: CheckArgs) -> ExitCode {
         1 => ExitCode::from(EXIT_CONFLICTS),
         _ => ExitCode::from(EXIT_INVALID),
     }
+}
+
+/// The field path an engine error names (`... typed: .spec.x: expected ...`), if any.
+fn error_path(error: &str) -> Option<&str> {
+    let start = error.find(": .").map(|i| i + 2)?;
+    let rest = &error[start..];
+    let end = rest.find(": ").unwrap_or(rest.len());
+    Some(&rest[..end])
 }

@@ -80,3 +80,99 @@ fn item<'a>(
     let lines = ls.get(i)?;
     Some((&items[i], lines, lines.line()))
 }
+
+/// [`line_of`] for a path as kube-apiserver prints it (`.spec.containers[name="app"].image`,
+/// `.metadata.finalizers[="x"]`, `.args[2]`). Field names may contain dots (annotation keys),
+/// so the document's own keys decide where a name ends (the longest that fits).
+pub fn line_of_printed(v: &Value, lines: &Lines, path: &str) -> u32 {
+    let (mut v, mut l, mut line) = (v, lines, lines.line());
+    let mut rest = path;
+    while !rest.is_empty() {
+        let next = if let Some(r) = rest.strip_prefix('.') {
+            let Value::Map(m) = v else { break };
+            let best = m
+                .keys()
+                .filter(|k| {
+                    r.starts_with(k.as_str())
+                        && matches!(r.as_bytes().get(k.len()), None | Some(b'.') | Some(b'['))
+                })
+                .max_by_key(|k| k.len());
+            match best.and_then(|k| field(v, l, k).map(|f| (f, &r[k.len()..]))) {
+                Some(found) => found,
+                None => break,
+            }
+        } else if rest.starts_with('[') {
+            let Some(end) = segment_end(rest) else { break };
+            let seg = &rest[1..end];
+            let found = if let Ok(i) = seg.parse::<usize>() {
+                item(v, l, |k, _| k == i)
+            } else if let Some(want) = seg.strip_prefix('=') {
+                item(v, l, |_, x| json_text(x) == want)
+            } else {
+                let pairs = split_pairs(seg);
+                let matches = |x: &Value, lenient: bool| {
+                    pairs.iter().all(|(k, want)| {
+                        match x.as_map().and_then(|m| m.get(k)) {
+                            Some(got) => json_text(got) == *want,
+                            // Key fields left to their defaults are absent from the text.
+                            None => lenient,
+                        }
+                    })
+                };
+                item(v, l, |_, x| matches(x, false)).or_else(|| item(v, l, |_, x| matches(x, true)))
+            };
+            match found {
+                Some(f) => (f, &rest[end + 1..]),
+                None => break,
+            }
+        } else {
+            break;
+        };
+        ((v, l, line), rest) = next;
+    }
+    line
+}
+
+fn json_text(v: &Value) -> String {
+    crate::value::json::to_string(v, crate::value::json::Style::PLAIN)
+}
+
+/// The index of the `]` closing a `[...]` segment (quotes respected).
+fn segment_end(s: &str) -> Option<usize> {
+    let (mut quoted, mut escaped) = (false, false);
+    for (i, c) in s.char_indices().skip(1) {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            ']' if !quoted => return Some(i),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `name="app",port=80` → [("name", "\"app\""), ("port", "80")] (quotes respected).
+fn split_pairs(seg: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let (mut quoted, mut escaped, mut start) = (false, false, 0);
+    let mut push = |part: &str| {
+        if let Some((k, v)) = part.split_once('=') {
+            out.push((k.to_string(), v.to_string()));
+        }
+    };
+    for (i, c) in seg.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            ',' if !quoted => {
+                push(&seg[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    push(&seg[start..]);
+    out
+}

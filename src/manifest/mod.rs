@@ -9,7 +9,7 @@
 
 mod lines;
 
-pub use lines::line_of;
+pub use lines::{line_of, line_of_printed};
 
 use crate::value::yaml::{Lines, YamlOptions, parse_documents};
 use crate::value::{MAX_DEPTH, MAX_DOCUMENT_BYTES, Value, json};
@@ -91,6 +91,14 @@ impl Document {
         self.str_at(&["metadata", "namespace"])
             .filter(|s| !s.is_empty())
     }
+    /// The line of the field at a path printed like kube-apiserver prints it.
+    pub fn line_of_printed(&self, path: &str) -> u32 {
+        match &self.lines {
+            Some(l) => line_of_printed(&self.object, l, path),
+            None => self.origin.line,
+        }
+    }
+
     /// The line of the field at `path` (or of its nearest ancestor present in the text).
     pub fn line_of(&self, path: &[crate::fieldpath::PathElement]) -> u32 {
         match &self.lines {
@@ -156,7 +164,9 @@ pub fn load(inputs: &[Input], stdin: &mut dyn Read) -> Loaded {
 }
 
 /// [`load`]; `identity`: require apiVersion, kind and metadata.name of every document (off
-/// for inputs that also hold other documents, such as OpenAPI schemas in a snapshot).
+/// for inputs that also hold other documents, such as OpenAPI schemas in a snapshot). Without
+/// it, lines are not mapped inside JSON documents either: findings point into manifests, not
+/// into snapshots, and mapping a large JSON file costs a second parse.
 pub fn load_with(inputs: &[Input], stdin: &mut dyn Read, identity: bool) -> Loaded {
     let mut out = Loaded {
         check_identity: identity,
@@ -255,8 +265,10 @@ fn parse_json(name: &Arc<str>, text: &str, out: &mut Loaded) {
     match json::parse_strict(text.as_bytes()) {
         Ok(v) => {
             // JSON is YAML: the YAML reader maps its lines (the values come from the JSON one).
-            let lines = parse_documents(text, &yaml_options())
-                .ok()
+            let lines = out
+                .check_identity
+                .then(|| parse_documents(text, &yaml_options()).ok())
+                .flatten()
                 .and_then(|mut d| (d.len() == 1).then(|| d.remove(0).lines));
             let line = lines.as_ref().map_or(1, Lines::line).max(1);
             add_document(name, 1, line, v, lines, out);

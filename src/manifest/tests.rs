@@ -238,3 +238,50 @@ fn stdin_is_read() {
     assert_eq!(l.documents.len(), 1);
     assert_eq!(&*l.documents[0].origin.file, "<stdin>");
 }
+
+#[test]
+fn printed_paths_find_their_lines_with_dotted_keys_list_maps_and_sets() {
+    let text = "\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: p
+  annotations:
+    example.com/a.b: x
+  finalizers:
+  - example.com/f
+spec:
+  containers:
+  - name: app
+    args: [a, b]
+    ports:
+    - containerPort: 80
+";
+    let l = parse(text);
+    let d = &l.documents[0];
+    assert_eq!(
+        d.line_of_printed(".metadata.annotations.example.com/a.b"),
+        6
+    );
+    assert_eq!(
+        d.line_of_printed(".metadata.finalizers[=\"example.com/f\"]"),
+        8
+    );
+    assert_eq!(
+        d.line_of_printed(".spec.containers[name=\"app\"].args[1]"),
+        12
+    );
+    // `protocol` defaults: absent from the text, the item still matches.
+    assert_eq!(
+        d.line_of_printed(
+            ".spec.containers[name=\"app\"].ports[containerPort=80,protocol=\"TCP\"].containerPort"
+        ),
+        14
+    );
+    // A path leaving the text stops at its deepest present ancestor.
+    assert_eq!(
+        d.line_of_printed(".spec.containers[name=\"app\"].image"),
+        11
+    );
+    assert_eq!(d.line_of_printed(".spec.nope"), 9);
+}
