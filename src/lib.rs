@@ -48,5 +48,6 @@ pub mod predict;
 pub mod replay;
 pub mod report;
 pub mod schema;
+pub mod service;
 pub mod typed;
 pub mod value;

@@ -759,3 +759,77 @@ fn real_cluster_tier() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(json_of(&o)["objects"].as_u64().unwrap() > 0);
 }
+
+#[test]
+fn a_fieldguard_service_gives_the_same_answer() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let addr = format!("127.0.0.1:{port}");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_fieldguard"))
+        .args(["serve", "--snapshot", "examples/cluster", "--listen", &addr])
+        .current_dir(root())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the port.
+    let mut up = false;
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(&addr).is_ok() {
+            up = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    assert!(up, "server did not start");
+    let o = fieldguard(&[
+        "check",
+        "--server",
+        &addr,
+        "-n",
+        "shop",
+        "--field-manager",
+        "helm",
+        "-o",
+        "json",
+        "examples/release",
+    ]);
+    let remote = json_of(&o);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let local = json_of(&example(&["-o", "json"]));
+    assert_eq!(comparable(remote), comparable(local));
+    // Bad input is located by the service, exit 2.
+    let dir = tempdir("remote-bad");
+    std::fs::write(
+        dir.join("a.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  name: b\n",
+    )
+    .unwrap();
+    let o = fieldguard(&[
+        "check",
+        "--server",
+        &addr,
+        "--field-manager",
+        "helm",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("a.yaml:5: document 1"),
+        "{}",
+        stderr(&o)
+    );
+    server.kill().unwrap();
+    let _ = server.wait();
+    // Nobody listening: exit 3.
+    let o = fieldguard(&[
+        "check",
+        "--server",
+        &addr,
+        "--field-manager",
+        "helm",
+        "examples/release",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+}

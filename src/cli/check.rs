@@ -32,6 +32,16 @@ pub struct CheckArgs {
     pub force_against: Vec<String>,
     #[command(flatten)]
     pub live: LiveArgs,
+    /// Ask a running fieldguard service (`host:port` or `http://host:port`) instead of reading
+    /// live state here.
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["snapshot", "kubeconfig", "context"])]
+    pub server: Option<String>,
+    /// With --server: the cluster to check against (a name the service knows; repeatable).
+    #[arg(long, value_name = "NAME", requires = "server")]
+    pub cluster: Vec<String>,
+    /// With --server: read the objects from the apiserver now instead of the service's cache.
+    #[arg(long, requires = "server")]
+    pub fresh: bool,
     /// Report format.
     #[arg(short = 'o', long, value_enum, default_value = "text")]
     pub output: Format,
@@ -84,6 +94,26 @@ pub fn run(args: CheckArgs) -> ExitCode {
         Ok(i) => i,
         Err(e) => return super::usage_error(&e),
     };
+    if let Some(server) = &args.server {
+        if args.cluster.len() > 1 && args.output != Format::Text {
+            return super::usage_error(
+                "several --cluster reports need -o text (one document per report otherwise)",
+            );
+        }
+        let reports = match super::remote::predict(server, &args, &inputs, force) {
+            Ok(r) => r,
+            Err(code) => return code,
+        };
+        let mut worst = 0;
+        for r in &reports {
+            let _ = finish(r, &args);
+            worst = worst.max(r.exit_code());
+        }
+        return match worst {
+            0 => ExitCode::SUCCESS,
+            n => ExitCode::from(n),
+        };
+    }
     let loaded = manifest::load(&inputs, &mut std::io::stdin().lock());
     if !loaded.errors.is_empty() {
         return print_errors(&loaded.errors);
@@ -135,12 +165,17 @@ pub fn run(args: CheckArgs) -> ExitCode {
     if !invalid.is_empty() {
         return print_errors(&invalid);
     }
+    finish(&report, &args)
+}
+
+/// Prints the report; the exit code follows from it.
+fn finish(report: &check::Report, args: &CheckArgs) -> ExitCode {
     let color = match args.color {
         Color::Always => true,
         Color::Never => false,
         Color::Auto => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
     };
-    let text = report::render(&report, args.output, color);
+    let text = report::render(report, args.output, color);
     let mut out = std::io::stdout().lock();
     if out
         .write_all(text.as_bytes())

@@ -7,7 +7,9 @@ mod check;
 mod live;
 mod ownership;
 mod progress;
+mod remote;
 mod replay;
+mod serve;
 
 use crate::manifest::ManifestError;
 use clap::{Parser, Subcommand};
@@ -45,6 +47,8 @@ pub enum Command {
     Blame(ownership::BlameArgs),
     /// List every field manager across a snapshot or cluster, flagging the usual strays.
     Managers(ownership::ManagersArgs),
+    /// Serve the gRPC API (predictions and ownership queries) from a snapshot.
+    Serve(serve::ServeArgs),
     /// Run server-side-apply cases (the reference oracle's JSONL format) and print results.
     Replay(replay::ReplayArgs),
 }
@@ -63,6 +67,7 @@ pub fn run() -> ExitCode {
         Command::Blame(a) => ownership::blame(a),
         Command::Managers(a) => ownership::managers(a),
         Command::Replay(a) => replay::run(a),
+        Command::Serve(a) => serve::run(a),
     }
 }
 

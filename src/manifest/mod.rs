@@ -172,6 +172,30 @@ pub fn load_with(inputs: &[Input], stdin: &mut dyn Read, identity: bool) -> Load
         check_identity: identity,
         ..Loaded::default()
     };
+    let (files, errors) = read_files(inputs, stdin);
+    out.errors = errors;
+    for (name, bytes) in files {
+        parse_into(&name, &bytes, &mut out);
+    }
+    out
+}
+
+/// A file's name (as given) and its bytes.
+pub type FileBytes = (Arc<str>, Vec<u8>);
+
+/// The files the inputs name (directories expanded as [`load`] does), read but not parsed.
+pub fn read_files(inputs: &[Input], stdin: &mut dyn Read) -> (Vec<FileBytes>, Vec<ManifestError>) {
+    let mut files = Vec::new();
+    let mut errors = Vec::new();
+    let mut fail = |name: &Arc<str>, msg: String| {
+        errors.push(ManifestError {
+            file: name.clone(),
+            doc: None,
+            line: None,
+            path: None,
+            message: msg,
+        })
+    };
     for input in inputs {
         match input {
             Input::Stdin => {
@@ -181,30 +205,35 @@ pub fn load_with(inputs: &[Input], stdin: &mut dyn Read, identity: bool) -> Load
                     .take(MAX_FILE_BYTES as u64 + 1)
                     .read_to_end(&mut bytes)
                 {
-                    Ok(_) => parse_into(&name, &bytes, &mut out),
-                    Err(e) => out.error(&name, None, None, format!("cannot read: {e}")),
+                    Ok(_) => files.push((name, bytes)),
+                    Err(e) => fail(&name, format!("cannot read: {e}")),
                 }
             }
-            Input::Path(p) => load_path(p, true, &mut out),
+            Input::Path(p) => walk(p, true, &mut files, &mut fail),
         }
     }
-    out
+    (files, errors)
 }
 
-fn load_path(p: &Path, named: bool, out: &mut Loaded) {
+fn walk(
+    p: &Path,
+    named: bool,
+    files: &mut Vec<FileBytes>,
+    fail: &mut dyn FnMut(&Arc<str>, String),
+) {
     let name: Arc<str> = Arc::from(p.display().to_string());
     let meta = match std::fs::metadata(p) {
         Ok(m) => m,
-        Err(e) => return out.error(&name, None, None, format!("cannot read: {e}")),
+        Err(e) => return fail(&name, format!("cannot read: {e}")),
     };
     if meta.is_dir() {
         let mut entries: Vec<PathBuf> = match std::fs::read_dir(p) {
             Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
-            Err(e) => return out.error(&name, None, None, format!("cannot read: {e}")),
+            Err(e) => return fail(&name, format!("cannot read: {e}")),
         };
         entries.sort();
         for e in entries {
-            load_path(&e, false, out);
+            walk(&e, false, files, fail);
         }
         return;
     }
@@ -218,10 +247,8 @@ fn load_path(p: &Path, named: bool, out: &mut Loaded) {
         }
     }
     if meta.len() > MAX_FILE_BYTES as u64 {
-        return out.error(
+        return fail(
             &name,
-            None,
-            None,
             format!(
                 "file is {} bytes, more than the limit of {MAX_FILE_BYTES}",
                 meta.len()
@@ -229,8 +256,8 @@ fn load_path(p: &Path, named: bool, out: &mut Loaded) {
         );
     }
     match std::fs::read(p) {
-        Ok(bytes) => parse_into(&name, &bytes, out),
-        Err(e) => out.error(&name, None, None, format!("cannot read: {e}")),
+        Ok(bytes) => files.push((name, bytes)),
+        Err(e) => fail(&name, format!("cannot read: {e}")),
     }
 }
 

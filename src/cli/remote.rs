@@ -1,0 +1,100 @@
+//! `check --server`: the same check, answered by a running fieldguard service.
+
+use super::check::CheckArgs;
+use super::{EXIT_INVALID, EXIT_UNREACHABLE, ExitCode, print_errors};
+use crate::check::{Force, Report};
+use crate::manifest::{self, Input};
+use crate::service::convert;
+use crate::service::proto::{self as pb, analysis_client::AnalysisClient};
+use std::time::Duration;
+use tonic::Code;
+use tonic_types::StatusExt;
+
+fn unreachable(msg: String) -> ExitCode {
+    eprintln!("error: {msg}");
+    ExitCode::from(EXIT_UNREACHABLE)
+}
+
+/// Sends the manifests; returns one report per cluster asked for.
+pub fn predict(
+    server: &str,
+    args: &CheckArgs,
+    inputs: &[Input],
+    force: Force,
+) -> Result<Vec<Report>, ExitCode> {
+    let (files, errors) = manifest::read_files(inputs, &mut std::io::stdin().lock());
+    if !errors.is_empty() {
+        return Err(print_errors(&errors));
+    }
+    let request = pb::PredictRequest {
+        cluster: String::new(),
+        clusters: args.cluster.clone(),
+        field_manager: args.field_manager.clone(),
+        force: Some(pb::ForcePolicy {
+            mode: match force {
+                Force::None => pb::ForceMode::Unspecified,
+                Force::All => pb::ForceMode::All,
+                Force::Against(_) => pb::ForceMode::Selective,
+            } as i32,
+            against: force.patterns(),
+        }),
+        manifests: files
+            .into_iter()
+            .map(|(name, content)| pb::Manifest {
+                name: name.to_string(),
+                content,
+            })
+            .collect(),
+        default_namespace: args.live.namespace.clone().unwrap_or_default(),
+        fresh: args.fresh,
+    };
+    let uri = if server.contains("://") {
+        server.to_string()
+    } else {
+        format!("http://{server}")
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| unreachable(format!("cannot start the runtime: {e}")))?;
+    let response = rt.block_on(async {
+        let endpoint = tonic::transport::Endpoint::from_shared(uri.clone())
+            .map_err(|e| Err(super::usage_error(&format!("--server {server}: {e}"))))?
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(300));
+        let channel = endpoint.connect().await.map_err(|e| {
+            Err(unreachable(format!(
+                "fieldguard service {uri} unreachable: {e}"
+            )))
+        })?;
+        let mut client = AnalysisClient::new(channel).max_decoding_message_size(256 * 1024 * 1024);
+        client.predict_conflicts(request).await.map_err(Ok)
+    });
+    let response = match response {
+        Ok(r) => r.into_inner(),
+        Err(Err(code)) => return Err(code),
+        Err(Ok(status)) => return Err(status_exit(&uri, &status)),
+    };
+    Ok(response
+        .clusters
+        .iter()
+        .map(|c| convert::report_back(c, &args.field_manager, force.clone()))
+        .collect())
+}
+
+/// Prints a service error (its located problems first); the matching exit code.
+fn status_exit(uri: &str, s: &tonic::Status) -> ExitCode {
+    let details = s.get_error_details();
+    if let Some(br) = details.bad_request() {
+        for v in &br.field_violations {
+            eprintln!("error: {}", v.description);
+        }
+    }
+    eprintln!("error: fieldguard service {uri}: {}", s.message());
+    match s.code() {
+        Code::Unavailable | Code::DeadlineExceeded | Code::Unknown | Code::Internal => {
+            ExitCode::from(EXIT_UNREACHABLE)
+        }
+        _ => ExitCode::from(EXIT_INVALID),
+    }
+}

@@ -1,0 +1,149 @@
+//! The gRPC service (`proto/fieldguard/v1/fieldguard.proto`): predictions and ownership
+//! queries over one or more [`Store`]s (a snapshot, or clusters' watch-fed caches), with
+//! standard health (`grpc.health.v1`: serving once every store has synced), server reflection
+//! (v1 and v1alpha) and rich error details (`google.rpc.BadRequest`, `ErrorInfo`).
+//!
+//! Work that computes (parsing, predicting, walking field sets) runs on the blocking pool, so
+//! a slow request never stalls the others; deadlines (`grpc-timeout`) are honoured by the
+//! transport.
+
+pub mod analysis;
+pub mod convert;
+pub mod ownership;
+pub mod store;
+
+/// The generated API.
+pub mod proto {
+    #![allow(clippy::all, missing_docs)]
+    tonic::include_proto!("fieldguard.v1");
+    /// The encoded descriptor set (for reflection).
+    pub const FILE_DESCRIPTOR_SET: &[u8] =
+        tonic::include_file_descriptor_set!("fieldguard_descriptor");
+}
+
+pub use store::{SnapshotStore, Store};
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+
+/// The stores a service answers from, by cluster name.
+#[derive(Clone)]
+pub struct Stores {
+    pub by_name: BTreeMap<String, Arc<dyn Store>>,
+    /// Used when a request names no cluster.
+    pub default: String,
+}
+
+impl Stores {
+    /// One store under one name (the default).
+    pub fn single(name: &str, store: Arc<dyn Store>) -> Stores {
+        Stores {
+            by_name: [(name.to_string(), store)].into(),
+            default: name.to_string(),
+        }
+    }
+
+    /// The store a request names (`""`: the default).
+    #[allow(clippy::result_large_err)]
+    pub fn get(&self, name: &str) -> Result<(String, Arc<dyn Store>), Status> {
+        let name = if name.is_empty() { &self.default } else { name };
+        match self.by_name.get(name) {
+            Some(s) => Ok((name.to_string(), s.clone())),
+            None => Err(error(
+                Code::NotFound,
+                "UNKNOWN_CLUSTER",
+                &format!(
+                    "no cluster {name:?}; this service knows {}",
+                    self.by_name.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+                &[],
+            )),
+        }
+    }
+}
+
+/// A status with `ErrorInfo` (domain `fieldguard.dev`) and, when there are located problems,
+/// a `BadRequest` with one field violation each.
+pub fn error(code: Code, reason: &str, message: &str, violations: &[(String, String)]) -> Status {
+    let mut d = ErrorDetails::new();
+    d.set_error_info(reason, "fieldguard.dev", std::collections::HashMap::new());
+    for (field, description) in violations {
+        d.add_bad_request_violation(field.clone(), description.clone());
+    }
+    Status::with_error_details(code, message, d)
+}
+
+/// Runs the service on `addr` until `shutdown` resolves (then drains in-flight requests).
+/// `ready` resolves when every store has completed its initial sync: health turns SERVING.
+pub async fn serve(
+    addr: SocketAddr,
+    stores: Stores,
+    ready: impl std::future::Future<Output = ()> + Send + 'static,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    bound: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    if let Some(tx) = bound {
+        let _ = tx.send(listener.local_addr()?);
+    }
+    serve_on(listener, stores, ready, shutdown).await
+}
+
+/// [`serve`] on a bound listener.
+pub async fn serve_on(
+    listener: tokio::net::TcpListener,
+    stores: Stores,
+    ready: impl std::future::Future<Output = ()> + Send + 'static,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    use proto::analysis_server::AnalysisServer;
+    use proto::ownership_server::OwnershipServer;
+    let (reporter, health) = tonic_health::server::health_reporter();
+    reporter
+        .set_not_serving::<AnalysisServer<analysis::AnalysisService>>()
+        .await;
+    reporter
+        .set_not_serving::<OwnershipServer<ownership::OwnershipService>>()
+        .await;
+    reporter
+        .set_service_status("", tonic_health::ServingStatus::NotServing)
+        .await;
+    tokio::spawn(async move {
+        ready.await;
+        reporter
+            .set_serving::<AnalysisServer<analysis::AnalysisService>>()
+            .await;
+        reporter
+            .set_serving::<OwnershipServer<ownership::OwnershipService>>()
+            .await;
+        reporter
+            .set_service_status("", tonic_health::ServingStatus::Serving)
+            .await;
+    });
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    tonic::transport::Server::builder()
+        .add_service(health)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(
+            AnalysisServer::new(analysis::AnalysisService::new(stores.clone()))
+                .max_decoding_message_size(64 * 1024 * 1024),
+        )
+        .add_service(OwnershipServer::new(ownership::OwnershipService::new(
+            stores,
+        )))
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await?;
+    Ok(())
+}

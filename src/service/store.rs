@@ -1,0 +1,69 @@
+//! Where the service reads live state: a snapshot loaded once, or a cluster's watch-fed cache.
+//! One interface, so every API behaves the same over both.
+
+use crate::catalog::Catalog;
+use crate::live::ObjectRef;
+use crate::live::snapshot::Snapshot;
+use crate::value::Value;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// A stored object and the resourceVersion it had when read.
+pub type Stored = Arc<Value>;
+
+/// Live state for the service.
+pub trait Store: Send + Sync + 'static {
+    /// The types known for these apiVersions (built-ins, CRDs, the cluster's schemas).
+    fn catalog(&self, api_versions: &BTreeSet<String>) -> Result<Catalog, String>;
+    /// One object (with managedFields) as the cache holds it.
+    fn get(&self, r: &ObjectRef) -> Option<Stored>;
+    /// The objects, read from the source now (a cluster GETs them; a snapshot has them).
+    fn fetch_fresh(&self, refs: &[(ObjectRef, String)]) -> Result<Vec<Option<Stored>>, String>;
+    /// Every object (ownership queries), in reference order.
+    fn all(&self) -> Vec<(ObjectRef, Stored)>;
+    /// `snapshot examples/cluster`, `cluster https://…`.
+    fn describe(&self) -> String;
+}
+
+/// A snapshot served as it is.
+pub struct SnapshotStore {
+    snapshot: Snapshot,
+    catalog: Catalog,
+    objects: Vec<(ObjectRef, Stored)>,
+}
+
+impl SnapshotStore {
+    pub fn new(snapshot: Snapshot, catalog: Catalog) -> SnapshotStore {
+        let objects = snapshot
+            .objects()
+            .map(|(r, d)| (r.clone(), Arc::new(d.object.clone())))
+            .collect();
+        SnapshotStore {
+            snapshot,
+            catalog,
+            objects,
+        }
+    }
+}
+
+impl Store for SnapshotStore {
+    fn catalog(&self, _: &BTreeSet<String>) -> Result<Catalog, String> {
+        Ok(self.catalog.clone())
+    }
+    fn get(&self, r: &ObjectRef) -> Option<Stored> {
+        self.objects
+            .binary_search_by(|(k, _)| k.cmp(r))
+            .ok()
+            .map(|i| self.objects[i].1.clone())
+    }
+    fn fetch_fresh(&self, refs: &[(ObjectRef, String)]) -> Result<Vec<Option<Stored>>, String> {
+        Ok(refs.iter().map(|(r, _)| self.get(r)).collect())
+    }
+    fn all(&self) -> Vec<(ObjectRef, Stored)> {
+        self.objects.clone()
+    }
+    fn describe(&self) -> String {
+        use crate::live::LiveObjects;
+        self.snapshot.describe()
+    }
+}

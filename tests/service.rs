@@ -1,0 +1,453 @@
+//! The gRPC service end to end over loopback: health (not serving until ready), reflection,
+//! predictions (unary and streamed, equal to the CLI's), ownership queries, error details.
+
+use fieldguard::catalog::{Catalog, DEFAULT_KUBERNETES};
+use fieldguard::live::snapshot::Snapshot;
+use fieldguard::manifest::Input;
+use fieldguard::service::proto::{
+    self as pb, analysis_client::AnalysisClient, ownership_client::OwnershipClient,
+};
+use fieldguard::service::{self, SnapshotStore, Stores};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tonic::Code;
+use tonic::transport::Channel;
+use tonic_types::StatusExt;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn store() -> Arc<SnapshotStore> {
+    let snap = Snapshot::load(
+        &[Input::Path(root().join("examples/cluster"))],
+        &mut std::io::empty(),
+    )
+    .unwrap();
+    let mut c = Catalog::kubernetes(DEFAULT_KUBERNETES).unwrap();
+    snap.extend_catalog(&mut c).unwrap();
+    Arc::new(SnapshotStore::new(snap, c))
+}
+
+struct Running {
+    channel: Channel,
+    ready: Option<tokio::sync::oneshot::Sender<()>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<()>,
+}
+
+async fn start() -> Running {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let stores = Stores::single("example", store());
+    let done = tokio::spawn(async move {
+        service::serve_on(
+            listener,
+            stores,
+            async {
+                let _ = ready_rx.await;
+            },
+            async {
+                let _ = stop_rx.await;
+            },
+        )
+        .await
+        .unwrap();
+    });
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    Running {
+        channel,
+        ready: Some(ready_tx),
+        stop: Some(stop_tx),
+        done,
+    }
+}
+
+fn release() -> Vec<pb::Manifest> {
+    let path = "examples/release/checkout.yaml";
+    vec![pb::Manifest {
+        name: path.into(),
+        content: std::fs::read(root().join(path)).unwrap(),
+    }]
+}
+
+fn request() -> pb::PredictRequest {
+    pb::PredictRequest {
+        field_manager: "helm".into(),
+        manifests: release(),
+        default_namespace: "shop".into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn health_turns_serving_when_ready_and_reflection_lists_the_api() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+    let mut s = start().await;
+    let mut health = HealthClient::new(s.channel.clone());
+    let ask = |svc: &str| HealthCheckRequest {
+        service: svc.into(),
+    };
+    let st = health.check(ask("")).await.unwrap().into_inner().status;
+    assert_eq!(st, ServingStatus::NotServing as i32);
+    s.ready.take().unwrap().send(()).unwrap();
+    let mut serving = false;
+    for _ in 0..100 {
+        let st = health
+            .check(ask("fieldguard.v1.Analysis"))
+            .await
+            .unwrap()
+            .into_inner()
+            .status;
+        if st == ServingStatus::Serving as i32 {
+            serving = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(serving);
+    let st = health
+        .check(ask("fieldguard.v1.Ownership"))
+        .await
+        .unwrap()
+        .into_inner()
+        .status;
+    assert_eq!(st, ServingStatus::Serving as i32);
+
+    // Reflection v1: the services are listed and the API's file is served.
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+    let mut refl = ServerReflectionClient::new(s.channel.clone());
+    let reqs = vec![
+        ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::ListServices(String::new())),
+        },
+        ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::FileContainingSymbol(
+                "fieldguard.v1.Analysis".into(),
+            )),
+        },
+    ];
+    let mut stream = refl
+        .server_reflection_info(tokio_stream::iter(reqs))
+        .await
+        .unwrap()
+        .into_inner();
+    let first = stream.message().await.unwrap().unwrap();
+    let Some(MessageResponse::ListServicesResponse(list)) = first.message_response else {
+        panic!("{first:?}")
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    for want in [
+        "fieldguard.v1.Analysis",
+        "fieldguard.v1.Ownership",
+        "grpc.health.v1.Health",
+    ] {
+        assert!(names.iter().any(|n| n == want), "{names:?}");
+    }
+    let second = stream.message().await.unwrap().unwrap();
+    let Some(MessageResponse::FileDescriptorResponse(fd)) = second.message_response else {
+        panic!("{second:?}")
+    };
+    assert!(!fd.file_descriptor_proto.is_empty());
+    // v1alpha too (older grpcurl).
+    let mut alpha =
+        tonic_reflection::pb::v1alpha::server_reflection_client::ServerReflectionClient::new(
+            s.channel.clone(),
+        );
+    let r = tonic_reflection::pb::v1alpha::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(
+            tonic_reflection::pb::v1alpha::server_reflection_request::MessageRequest::ListServices(
+                String::new(),
+            ),
+        ),
+    };
+    let mut st = alpha
+        .server_reflection_info(tokio_stream::iter(vec![r]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(st.message().await.unwrap().is_some());
+
+    // Graceful shutdown: the server stops when asked.
+    s.stop.take().unwrap().send(()).unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(10), s.done)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn predictions_match_the_cli_unary_and_streamed() {
+    let s = start().await;
+    let mut a = AnalysisClient::new(s.channel.clone());
+    let resp = a.predict_conflicts(request()).await.unwrap().into_inner();
+    assert_eq!(resp.clusters.len(), 1);
+    let c = &resp.clusters[0];
+    assert_eq!(c.cluster, "example");
+    let sum = c.summary.unwrap();
+    assert_eq!(
+        (sum.objects, sum.conflicted, sum.conflicts, sum.created),
+        (6, 3, 5, 1)
+    );
+    let dep = c
+        .objects
+        .iter()
+        .find(|o| o.object.as_ref().unwrap().kind == "Deployment")
+        .unwrap();
+    assert_eq!(dep.resource_version, "48213");
+    assert_eq!(dep.verdict, pb::Verdict::Conflict as i32);
+    assert_eq!(dep.conflicts[0].path, ".spec.replicas");
+    assert_eq!(dep.conflicts[0].line, 56);
+    assert_eq!(dep.conflicts[0].current_json, "5");
+    assert_eq!(dep.conflicts[0].owners[0].subresource, "scale");
+    assert_eq!(dep.conflicts[0].suggestions[0].action, "drop-field");
+    assert!(
+        dep.message.starts_with("Apply failed with 3 conflicts"),
+        "{}",
+        dep.message
+    );
+    let secret = c
+        .objects
+        .iter()
+        .find(|o| o.object.as_ref().unwrap().kind == "Secret")
+        .unwrap();
+    assert_eq!(secret.conflicts[0].current_json, "\"<redacted>\"");
+
+    // Streamed: header, then manifests one by one; same objects back.
+    let mut header = request();
+    header.manifests.clear();
+    let mut parts = vec![pb::PredictStreamRequest {
+        part: Some(pb::predict_stream_request::Part::Header(header)),
+    }];
+    for m in release() {
+        parts.push(pb::PredictStreamRequest {
+            part: Some(pb::predict_stream_request::Part::Manifest(m)),
+        });
+    }
+    let mut st = a
+        .predict_conflicts_stream(tokio_stream::iter(parts))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut streamed = Vec::new();
+    while let Some(o) = st.message().await.unwrap() {
+        streamed.push(o);
+    }
+    assert_eq!(streamed, c.objects);
+
+    // Forced: takeovers instead of conflicts.
+    let mut forced = request();
+    forced.force = Some(pb::ForcePolicy {
+        mode: pb::ForceMode::All as i32,
+        against: vec![],
+    });
+    let f = a.predict_conflicts(forced).await.unwrap().into_inner();
+    assert_eq!(f.clusters[0].summary.unwrap().taken_over, 5);
+}
+
+#[tokio::test]
+async fn invalid_requests_carry_located_bad_request_details() {
+    let s = start().await;
+    let mut a = AnalysisClient::new(s.channel.clone());
+    let mut r = request();
+    r.manifests.push(pb::Manifest {
+        name: "bad.yaml".into(),
+        content: b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  name: b\n".to_vec(),
+    });
+    let e = a.predict_conflicts(r).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    let d = e.get_error_details();
+    let br = d.bad_request().expect("BadRequest detail");
+    assert_eq!(br.field_violations.len(), 1);
+    assert!(
+        br.field_violations[0]
+            .description
+            .starts_with("bad.yaml:5: document 1"),
+        "{:?}",
+        br.field_violations
+    );
+    assert_eq!(d.error_info().unwrap().reason, "INVALID_MANIFEST");
+    assert_eq!(d.error_info().unwrap().domain, "fieldguard.dev");
+
+    let mut r = request();
+    r.field_manager.clear();
+    let e = a.predict_conflicts(r).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert_eq!(
+        e.get_error_details()
+            .bad_request()
+            .unwrap()
+            .field_violations[0]
+            .field,
+        "field_manager"
+    );
+
+    let mut r = request();
+    r.cluster = "nope".into();
+    let e = a.predict_conflicts(r).await.unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+    assert_eq!(
+        e.get_error_details().error_info().unwrap().reason,
+        "UNKNOWN_CLUSTER"
+    );
+
+    let mut r = request();
+    r.force = Some(pb::ForcePolicy {
+        mode: pb::ForceMode::Selective as i32,
+        against: vec!["(".into()],
+    });
+    let e = a.predict_conflicts(r).await.unwrap_err();
+    assert_eq!(
+        e.get_error_details()
+            .bad_request()
+            .unwrap()
+            .field_violations[0]
+            .field,
+        "force.against"
+    );
+
+    // A stream without its header.
+    let parts = vec![pb::PredictStreamRequest {
+        part: Some(pb::predict_stream_request::Part::Manifest(
+            release().remove(0),
+        )),
+    }];
+    let e = a
+        .predict_conflicts_stream(tokio_stream::iter(parts))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+
+    // Deadlines: the server enforces the caller's `grpc-timeout` (sent as a header only,
+    // so no client-side timer is involved) and does not answer late.
+    let mut r = tonic::Request::new(request());
+    r.metadata_mut()
+        .insert("grpc-timeout", "1n".parse().unwrap());
+    let e = a.predict_conflicts(r).await.unwrap_err();
+    assert!(
+        matches!(e.code(), Code::DeadlineExceeded | Code::Cancelled),
+        "{e:?}"
+    );
+    assert!(e.message().contains("Timeout"), "{e:?}");
+}
+
+#[tokio::test]
+async fn ownership_queries() {
+    let s = start().await;
+    let mut o = OwnershipClient::new(s.channel.clone());
+    let b = o
+        .blame(pb::BlameRequest {
+            object: Some(pb::ObjectRef {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                namespace: "shop".into(),
+                name: "checkout".into(),
+            }),
+            path: ".spec.template.spec.containers[name=\"log-shipper\"]".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(b.resource_version, "48213");
+    let image = b
+        .lines
+        .iter()
+        .find(|l| l.text.contains("fluent-bit"))
+        .unwrap();
+    assert_eq!(
+        image.path,
+        ".spec.template.spec.containers[name=\"log-shipper\"].image"
+    );
+    assert_eq!(b.owners[image.owners[0] as usize].manager, "log-injector");
+    assert!(b.lines.iter().all(|l| {
+        l.path
+            .starts_with(".spec.template.spec.containers[name=\"log-shipper\"]")
+    }));
+
+    let e = o
+        .blame(pb::BlameRequest {
+            object: Some(pb::ObjectRef {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                namespace: "shop".into(),
+                name: "nope".into(),
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+
+    let mut st = o
+        .who_owns(pb::WhoOwnsRequest {
+            path_pattern: r"^\.spec\.replicas$".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut hits = Vec::new();
+    while let Some(h) = st.message().await.unwrap() {
+        hits.push(h);
+    }
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].object.as_ref().unwrap().kind, "Deployment");
+    assert_eq!(hits[0].owners[0].manager, "kube-controller-manager");
+
+    let mut st = o
+        .managed_by(pb::ManagedByRequest {
+            manager: "kubectl-edit".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut objs = Vec::new();
+    while let Some(m) = st.message().await.unwrap() {
+        objs.push((m.object.unwrap().kind, m.paths));
+    }
+    objs.sort();
+    assert_eq!(
+        objs,
+        vec![
+            (
+                "Deployment".to_string(),
+                vec![".spec.template.spec.containers[name=\"app\"].image".to_string()]
+            ),
+            ("Secret".to_string(), vec![".data.password".to_string()]),
+        ]
+    );
+
+    let m = o
+        .managers(pb::ManagersRequest {
+            selector: Some(pb::Selector {
+                namespace: "shop".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(m.objects, 5);
+    let edit = m
+        .managers
+        .iter()
+        .find(|x| x.manager == "kubectl-edit")
+        .unwrap();
+    assert_eq!(edit.flags[0].kind, "manual-edit");
+}
