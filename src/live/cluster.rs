@@ -32,13 +32,20 @@ pub struct ClusterOptions {
 #[error("{0}")]
 pub struct ClusterError(pub String);
 
-/// A connected cluster.
+/// A connected cluster, for blocking callers (the command line).
 pub struct Cluster {
     rt: tokio::runtime::Runtime,
-    client: kube::Client,
-    url: String,
+    api: Api,
     namespace: String,
     version: String,
+}
+
+/// The apiserver's HTTP API, for async callers (the service's cache): GETs with `None` for
+/// 404, watch streams, errors naming the cluster and the path.
+#[derive(Clone)]
+pub struct Api {
+    client: kube::Client,
+    url: String,
 }
 
 /// One object to fetch: where it lives and in which version to read it.
@@ -57,42 +64,16 @@ impl Cluster {
             .enable_all()
             .build()
             .map_err(|e| ClusterError(format!("cannot start the runtime: {e}")))?;
-        let (client, url, namespace) = rt.block_on(async {
-            let kc_opts = KubeConfigOptions {
-                context: opts.context.clone(),
-                ..KubeConfigOptions::default()
-            };
-            let config = match (&opts.kubeconfig, &opts.context) {
-                (Some(path), _) => {
-                    let kc = Kubeconfig::read_from(path)
-                        .map_err(|e| ClusterError(format!("kubeconfig {}: {e}", path.display())))?;
-                    kube::Config::from_custom_kubeconfig(kc, &kc_opts)
-                        .await
-                        .map_err(|e| ClusterError(format!("kubeconfig {}: {e}", path.display())))?
-                }
-                (None, Some(_)) => kube::Config::from_kubeconfig(&kc_opts)
-                    .await
-                    .map_err(|e| ClusterError(format!("kubeconfig: {e}")))?,
-                (None, None) => kube::Config::infer()
-                    .await
-                    .map_err(|e| ClusterError(format!("no cluster configured: {e}")))?,
-            };
-            let url = config.cluster_url.to_string();
-            let namespace = config.default_namespace.clone();
-            let client = kube::Client::try_from(config)
-                .map_err(|e| ClusterError(format!("cluster {url}: {e}")))?;
-            Ok::<_, ClusterError>((client, url, namespace))
-        })?;
+        let (api, namespace) = rt.block_on(Api::connect(opts))?;
         let mut c = Cluster {
             rt,
-            client,
-            url,
+            api,
             namespace,
             version: String::new(),
         };
         let v = c
             .get_json("/version")?
-            .ok_or_else(|| ClusterError(format!("cluster {}: /version not found", c.url)))?;
+            .ok_or_else(|| ClusterError(format!("cluster {}: /version not found", c.api.url)))?;
         c.version = v.str_at(&["gitVersion"]).unwrap_or("").to_string();
         Ok(c)
     }
@@ -104,44 +85,13 @@ impl Cluster {
 
     /// `cluster https://… (v1.33.1)` for reports.
     pub fn describe(&self) -> String {
-        format!("cluster {} ({})", self.url, self.version)
+        format!("cluster {} ({})", self.api.url, self.version)
     }
 
     /// A catalog for these apiVersions: the cluster's discovery (scope, plural, status
     /// subresource) and its published OpenAPI v3 schemas, over the newest bundled built-ins.
     pub fn catalog_for(&self, api_versions: &BTreeSet<String>) -> Result<Catalog, ClusterError> {
-        let mut catalog = Catalog::kubernetes(DEFAULT_KUBERNETES)
-            .map_err(|e| ClusterError(format!("built-in schemas: {e}")))?;
-        let index = self.get_json("/openapi/v3")?;
-        let mut docs = Vec::new();
-        for av in api_versions {
-            let base = if av.contains('/') {
-                format!("apis/{av}")
-            } else {
-                format!("api/{av}")
-            };
-            let Some(resources) = self.get_json(&format!("/{base}"))? else {
-                continue; // not served: unknown unless a CRD in the manifests defines it
-            };
-            for (gvk, d) in discovered(av, &resources) {
-                catalog.add_discovered(gvk, d);
-            }
-            let doc_url = index
-                .as_ref()
-                .and_then(|i| i.str_at(&["paths", &base, "serverRelativeURL"]))
-                .map(str::to_string);
-            if let Some(u) = doc_url
-                && let Some(doc) = self.get_json(&u)?
-            {
-                docs.push(doc);
-            }
-        }
-        if !docs.is_empty() {
-            let schema = openapi_v3::from_documents(&docs)
-                .map_err(|e| ClusterError(format!("cluster {}: /openapi/v3: {e}", self.url)))?;
-            catalog.add_served(schema);
-        }
-        Ok(catalog)
+        self.rt.block_on(self.api.catalog_for(api_versions))
     }
 
     /// GETs the objects (concurrently); those that do not exist are absent from the result.
@@ -149,7 +99,7 @@ impl Cluster {
         let results: Vec<(ObjectRef, Option<Value>)> = self.rt.block_on(async {
             futures::stream::iter(items.iter().cloned().map(|it| async move {
                 let path = object_path(&it);
-                let v = self.get_json_async(&path).await?;
+                let v = self.api.get_json(&path).await?;
                 Ok::<_, ClusterError>((it.object_ref, v))
             }))
             .buffer_unordered(CONCURRENCY)
@@ -170,47 +120,12 @@ impl Cluster {
 
     /// GETs JSON at `path`; `None` on 404.
     fn get_json(&self, path: &str) -> Result<Option<Value>, ClusterError> {
-        self.rt.block_on(self.get_json_async(path))
+        self.rt.block_on(self.api.get_json(path))
     }
 
-    async fn get_json_async(&self, path: &str) -> Result<Option<Value>, ClusterError> {
-        self.get_with_accept(path, "application/json").await
-    }
-
-    /// Sends a GET; `None` on 404; errors name the cluster and the path.
-    async fn send(
-        &self,
-        path: &str,
-        req: http::Request<Vec<u8>>,
-    ) -> Result<Option<Value>, ClusterError> {
-        let res = tokio::time::timeout(REQUEST_TIMEOUT, self.client.request_text(req)).await;
-        let text = match res {
-            Err(_) => {
-                return Err(ClusterError(format!(
-                    "cluster {}: GET {path}: no answer within {}s",
-                    self.url,
-                    REQUEST_TIMEOUT.as_secs()
-                )));
-            }
-            Ok(Err(kube::Error::Api(s))) if s.code == 404 => return Ok(None),
-            Ok(Err(kube::Error::Api(s))) => {
-                return Err(ClusterError(format!(
-                    "cluster {}: GET {path}: {} ({})",
-                    self.url, s.message, s.code
-                )));
-            }
-            Ok(Err(e)) => {
-                return Err(ClusterError(format!(
-                    "cluster {} unreachable: GET {path}: {e}",
-                    self.url
-                )));
-            }
-            Ok(Ok(t)) => t,
-        };
-        // Objects are bounded by the apiserver; schema documents are larger (a few MiB).
-        json::parse_limited(text.as_bytes(), 16 * MAX_DOCUMENT_BYTES)
-            .map(Some)
-            .map_err(|e| ClusterError(format!("cluster {}: GET {path}: {e}", self.url)))
+    /// The async API underneath.
+    pub fn api(&self) -> &Api {
+        &self.api
     }
 }
 
@@ -301,59 +216,7 @@ impl ServedResource {
 impl Cluster {
     /// Every resource type served, in each group's preferred version (discovery).
     pub fn resources(&self) -> Result<Vec<ServedResource>, ClusterError> {
-        let mut versions = vec!["v1".to_string()];
-        if let Some(groups) = self.get_json("/apis")? {
-            for g in groups
-                .get_path(&["groups"])
-                .and_then(Value::as_list)
-                .unwrap_or(&[])
-            {
-                if let Some(gv) = g.str_at(&["preferredVersion", "groupVersion"]) {
-                    versions.push(gv.to_string());
-                }
-            }
-        }
-        let mut out = Vec::new();
-        for av in versions {
-            let base = if av.contains('/') {
-                format!("/apis/{av}")
-            } else {
-                format!("/api/{av}")
-            };
-            let Some(list) = self.get_json(&base)? else {
-                continue;
-            };
-            for r in list
-                .get_path(&["resources"])
-                .and_then(Value::as_list)
-                .unwrap_or(&[])
-            {
-                let (Some(name), Some(kind)) = (r.str_at(&["name"]), r.str_at(&["kind"])) else {
-                    continue;
-                };
-                if name.contains('/') {
-                    continue;
-                }
-                let strings = |k: &str| -> Vec<String> {
-                    r.get_path(&[k])
-                        .and_then(Value::as_list)
-                        .unwrap_or(&[])
-                        .iter()
-                        .filter_map(|v| v.as_str().map(str::to_string))
-                        .collect()
-                };
-                out.push(ServedResource {
-                    api_version: av.clone(),
-                    kind: kind.to_string(),
-                    plural: name.to_string(),
-                    singular: r.str_at(&["singularName"]).unwrap_or("").to_string(),
-                    short_names: strings("shortNames"),
-                    namespaced: matches!(r.get_path(&["namespaced"]), Some(Value::Bool(true))),
-                    listable: strings("verbs").iter().any(|v| v == "list"),
-                });
-            }
-        }
-        Ok(out)
+        self.rt.block_on(self.api.resources())
     }
 
     /// One object, or `None` if it does not exist.
@@ -405,7 +268,7 @@ impl Cluster {
                 url.push_str("&continue=");
                 url.push_str(&percent_encode(&cont));
             }
-            let Some(list) = self.rt.block_on(self.get_with_accept(
+            let Some(list) = self.rt.block_on(self.api.get_with_accept(
                 &url,
                 "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
             ))?
@@ -438,8 +301,164 @@ impl Cluster {
         }
         Ok(out)
     }
+}
 
-    async fn get_with_accept(
+impl Api {
+    /// Resolves the kubeconfig like kubectl; returns the API and the context's namespace.
+    pub async fn connect(opts: &ClusterOptions) -> Result<(Api, String), ClusterError> {
+        let kc_opts = KubeConfigOptions {
+            context: opts.context.clone(),
+            ..KubeConfigOptions::default()
+        };
+        let config = match (&opts.kubeconfig, &opts.context) {
+            (Some(path), _) => {
+                let kc = Kubeconfig::read_from(path)
+                    .map_err(|e| ClusterError(format!("kubeconfig {}: {e}", path.display())))?;
+                kube::Config::from_custom_kubeconfig(kc, &kc_opts)
+                    .await
+                    .map_err(|e| ClusterError(format!("kubeconfig {}: {e}", path.display())))?
+            }
+            (None, Some(_)) => kube::Config::from_kubeconfig(&kc_opts)
+                .await
+                .map_err(|e| ClusterError(format!("kubeconfig: {e}")))?,
+            (None, None) => kube::Config::infer()
+                .await
+                .map_err(|e| ClusterError(format!("no cluster configured: {e}")))?,
+        };
+        let url = config.cluster_url.to_string();
+        let namespace = config.default_namespace.clone();
+        let client = kube::Client::try_from(config)
+            .map_err(|e| ClusterError(format!("cluster {url}: {e}")))?;
+        Ok((Api { client, url }, namespace))
+    }
+
+    /// See [`Cluster::catalog_for`].
+    pub async fn catalog_for(
+        &self,
+        api_versions: &BTreeSet<String>,
+    ) -> Result<Catalog, ClusterError> {
+        let mut catalog = Catalog::kubernetes(DEFAULT_KUBERNETES)
+            .map_err(|e| ClusterError(format!("built-in schemas: {e}")))?;
+        let index = self.get_json("/openapi/v3").await?;
+        let mut docs = Vec::new();
+        for av in api_versions {
+            let base = if av.contains('/') {
+                format!("apis/{av}")
+            } else {
+                format!("api/{av}")
+            };
+            let Some(resources) = self.get_json(&format!("/{base}")).await? else {
+                continue; // not served: unknown unless a CRD in the manifests defines it
+            };
+            for (gvk, d) in discovered(av, &resources) {
+                catalog.add_discovered(gvk, d);
+            }
+            let doc_url = index
+                .as_ref()
+                .and_then(|i| i.str_at(&["paths", &base, "serverRelativeURL"]))
+                .map(str::to_string);
+            if let Some(u) = doc_url
+                && let Some(doc) = self.get_json(&u).await?
+            {
+                docs.push(doc);
+            }
+        }
+        if !docs.is_empty() {
+            let schema = openapi_v3::from_documents(&docs)
+                .map_err(|e| ClusterError(format!("cluster {}: /openapi/v3: {e}", self.url)))?;
+            catalog.add_served(schema);
+        }
+        Ok(catalog)
+    }
+
+    /// See [`Cluster::resources`].
+    pub async fn resources(&self) -> Result<Vec<ServedResource>, ClusterError> {
+        let mut versions = vec!["v1".to_string()];
+        if let Some(groups) = self.get_json("/apis").await? {
+            for g in groups
+                .get_path(&["groups"])
+                .and_then(Value::as_list)
+                .unwrap_or(&[])
+            {
+                if let Some(gv) = g.str_at(&["preferredVersion", "groupVersion"]) {
+                    versions.push(gv.to_string());
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for av in versions {
+            let base = if av.contains('/') {
+                format!("/apis/{av}")
+            } else {
+                format!("/api/{av}")
+            };
+            let Some(list) = self.get_json(&base).await? else {
+                continue;
+            };
+            for r in list
+                .get_path(&["resources"])
+                .and_then(Value::as_list)
+                .unwrap_or(&[])
+            {
+                let (Some(name), Some(kind)) = (r.str_at(&["name"]), r.str_at(&["kind"])) else {
+                    continue;
+                };
+                if name.contains('/') {
+                    continue;
+                }
+                let strings = |k: &str| -> Vec<String> {
+                    r.get_path(&[k])
+                        .and_then(Value::as_list)
+                        .unwrap_or(&[])
+                        .iter()
+                        .filter_map(|v| v.as_str().map(str::to_string))
+                        .collect()
+                };
+                out.push(ServedResource {
+                    api_version: av.clone(),
+                    kind: kind.to_string(),
+                    plural: name.to_string(),
+                    singular: r.str_at(&["singularName"]).unwrap_or("").to_string(),
+                    short_names: strings("shortNames"),
+                    namespaced: matches!(r.get_path(&["namespaced"]), Some(Value::Bool(true))),
+                    listable: strings("verbs").iter().any(|v| v == "list"),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The apiserver's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// GETs JSON at `path`; `None` on 404.
+    pub async fn get_json(&self, path: &str) -> Result<Option<Value>, ClusterError> {
+        self.get_with_accept(path, "application/json").await
+    }
+
+    /// Opens a streaming GET (a watch): lines of JSON events. Any error status is an error.
+    pub async fn stream(
+        &self,
+        path: &str,
+        accept: &str,
+    ) -> Result<impl futures::AsyncBufRead + use<>, ClusterError> {
+        let req = http::Request::get(path)
+            .header(http::header::ACCEPT, accept)
+            .body(Vec::new())
+            .map_err(|e| ClusterError(format!("{path}: {e}")))?;
+        self.client.request_stream(req).await.map_err(|e| match e {
+            kube::Error::Api(s) => ClusterError(format!(
+                "cluster {}: GET {path}: {} ({})",
+                self.url, s.message, s.code
+            )),
+            e => ClusterError(format!("cluster {} unreachable: GET {path}: {e}", self.url)),
+        })
+    }
+
+    /// GETs with an Accept header; `None` on 404.
+    pub async fn get_with_accept(
         &self,
         path: &str,
         accept: &str,
@@ -449,6 +468,42 @@ impl Cluster {
             .body(Vec::new())
             .map_err(|e| ClusterError(format!("{path}: {e}")))?;
         self.send(path, req).await
+    }
+
+    /// Sends a GET; `None` on 404; errors name the cluster and the path.
+    async fn send(
+        &self,
+        path: &str,
+        req: http::Request<Vec<u8>>,
+    ) -> Result<Option<Value>, ClusterError> {
+        let res = tokio::time::timeout(REQUEST_TIMEOUT, self.client.request_text(req)).await;
+        let text = match res {
+            Err(_) => {
+                return Err(ClusterError(format!(
+                    "cluster {}: GET {path}: no answer within {}s",
+                    self.url,
+                    REQUEST_TIMEOUT.as_secs()
+                )));
+            }
+            Ok(Err(kube::Error::Api(s))) if s.code == 404 => return Ok(None),
+            Ok(Err(kube::Error::Api(s))) => {
+                return Err(ClusterError(format!(
+                    "cluster {}: GET {path}: {} ({})",
+                    self.url, s.message, s.code
+                )));
+            }
+            Ok(Err(e)) => {
+                return Err(ClusterError(format!(
+                    "cluster {} unreachable: GET {path}: {e}",
+                    self.url
+                )));
+            }
+            Ok(Ok(t)) => t,
+        };
+        // Objects are bounded by the apiserver; schema documents are larger (a few MiB).
+        json::parse_limited(text.as_bytes(), 16 * MAX_DOCUMENT_BYTES)
+            .map(Some)
+            .map_err(|e| ClusterError(format!("cluster {}: GET {path}: {e}", self.url)))
     }
 }
 
