@@ -147,6 +147,11 @@ impl Catalog {
         self.served.push(Arc::new(schema));
     }
 
+    /// [`Catalog::add_served`] for a schema shared with other catalogs.
+    pub fn add_served_shared(&mut self, schema: Arc<Schema>) {
+        self.served.push(schema);
+    }
+
     /// Records what a cluster's discovery says about a type.
     pub fn add_discovered(&mut self, gvk: Gvk, d: Discovered) {
         self.discovered.insert(gvk, d);

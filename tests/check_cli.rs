@@ -426,43 +426,40 @@ fn fake_cluster() -> FakeApiServer {
         &mut std::io::empty(),
     )
     .unwrap();
-    let mut st = State {
-        resources: vec![
-            Resource::new("v1", "Namespace", "namespaces", false, &["status"]),
-            Resource::new("v1", "Secret", "secrets", true, &[]),
-            Resource::new("v1", "ConfigMap", "configmaps", true, &[]),
-            Resource::new("v1", "Service", "services", true, &["status"]),
-            Resource::new(
-                "apps/v1",
-                "Deployment",
-                "deployments",
-                true,
-                &["status", "scale"],
-            ),
-            Resource::new(
-                "autoscaling/v2",
-                "HorizontalPodAutoscaler",
-                "horizontalpodautoscalers",
-                true,
-                &["status"],
-            ),
-            Resource::new(
-                "cert-manager.io/v1",
-                "Certificate",
-                "certificates",
-                true,
-                &["status"],
-            ),
-            Resource::new(
-                "apiextensions.k8s.io/v1",
-                "CustomResourceDefinition",
-                "customresourcedefinitions",
-                false,
-                &["status"],
-            ),
-        ],
-        ..State::default()
-    };
+    let mut st = State::new(vec![
+        Resource::new("v1", "Namespace", "namespaces", false, &["status"]),
+        Resource::new("v1", "Secret", "secrets", true, &[]),
+        Resource::new("v1", "ConfigMap", "configmaps", true, &[]),
+        Resource::new("v1", "Service", "services", true, &["status"]),
+        Resource::new(
+            "apps/v1",
+            "Deployment",
+            "deployments",
+            true,
+            &["status", "scale"],
+        ),
+        Resource::new(
+            "autoscaling/v2",
+            "HorizontalPodAutoscaler",
+            "horizontalpodautoscalers",
+            true,
+            &["status"],
+        ),
+        Resource::new(
+            "cert-manager.io/v1",
+            "Certificate",
+            "certificates",
+            true,
+            &["status"],
+        ),
+        Resource::new(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            false,
+            &["status"],
+        ),
+    ]);
     let core = openapi_fixture("api__v1_openapi.json");
     let mut crd = None;
     for (_, d) in snap.objects() {
@@ -472,7 +469,7 @@ fn fake_cluster() -> FakeApiServer {
         if v["kind"] == "CustomResourceDefinition" {
             crd = Some(v.clone());
         }
-        st.put(v);
+        st.seed(v);
     }
     st.openapi.insert(
         "apis/cert-manager.io/v1".into(),

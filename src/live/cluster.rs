@@ -7,12 +7,13 @@
 
 use super::{Fetched, ObjectRef};
 use crate::catalog::{Catalog, DEFAULT_KUBERNETES, Discovered};
-use crate::schema::{Gvk, openapi_v3};
+use crate::schema::{Gvk, Schema, openapi_v3};
 use crate::value::{MAX_DOCUMENT_BYTES, Value, json};
 use futures::{StreamExt, TryStreamExt};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How many GETs run at once.
@@ -181,6 +182,24 @@ fn discovered(api_version: &str, list: &Value) -> Vec<(Gvk, Discovered)> {
     out.into_values().collect()
 }
 
+/// A served group-version's types: discovery and published schema.
+#[derive(Clone, Debug)]
+pub struct GvTypes {
+    pub discovered: Vec<(Gvk, Discovered)>,
+    pub schema: Option<Arc<Schema>>,
+}
+
+impl GvTypes {
+    pub fn add_to(&self, catalog: &mut Catalog) {
+        for (gvk, d) in &self.discovered {
+            catalog.add_discovered(gvk.clone(), d.clone());
+        }
+        if let Some(s) = &self.schema {
+            catalog.add_served_shared(s.clone());
+        }
+    }
+}
+
 /// A resource type the cluster serves.
 #[derive(Clone, Debug)]
 pub struct ServedResource {
@@ -339,36 +358,51 @@ impl Api {
     ) -> Result<Catalog, ClusterError> {
         let mut catalog = Catalog::kubernetes(DEFAULT_KUBERNETES)
             .map_err(|e| ClusterError(format!("built-in schemas: {e}")))?;
-        let index = self.get_json("/openapi/v3").await?;
-        let mut docs = Vec::new();
+        let index = self.openapi_index().await?;
         for av in api_versions {
-            let base = if av.contains('/') {
-                format!("apis/{av}")
-            } else {
-                format!("api/{av}")
-            };
-            let Some(resources) = self.get_json(&format!("/{base}")).await? else {
-                continue; // not served: unknown unless a CRD in the manifests defines it
-            };
-            for (gvk, d) in discovered(av, &resources) {
-                catalog.add_discovered(gvk, d);
+            if let Some(t) = self.gv_types(&index, av).await? {
+                t.add_to(&mut catalog);
             }
-            let doc_url = index
-                .as_ref()
-                .and_then(|i| i.str_at(&["paths", &base, "serverRelativeURL"]))
-                .map(str::to_string);
-            if let Some(u) = doc_url
-                && let Some(doc) = self.get_json(&u).await?
-            {
-                docs.push(doc);
-            }
-        }
-        if !docs.is_empty() {
-            let schema = openapi_v3::from_documents(&docs)
-                .map_err(|e| ClusterError(format!("cluster {}: /openapi/v3: {e}", self.url)))?;
-            catalog.add_served(schema);
         }
         Ok(catalog)
+    }
+
+    /// The `/openapi/v3` index (absent on clusters that do not publish v3).
+    pub async fn openapi_index(&self) -> Result<Option<Value>, ClusterError> {
+        self.get_json("/openapi/v3").await
+    }
+
+    /// What the cluster says about one group-version: discovery and its OpenAPI v3 schema.
+    /// `None` if the group-version is not served.
+    pub async fn gv_types(
+        &self,
+        index: &Option<Value>,
+        api_version: &str,
+    ) -> Result<Option<GvTypes>, ClusterError> {
+        let base = if api_version.contains('/') {
+            format!("apis/{api_version}")
+        } else {
+            format!("api/{api_version}")
+        };
+        let Some(resources) = self.get_json(&format!("/{base}")).await? else {
+            return Ok(None);
+        };
+        let mut t = GvTypes {
+            discovered: discovered(api_version, &resources),
+            schema: None,
+        };
+        let doc_url = index
+            .as_ref()
+            .and_then(|i| i.str_at(&["paths", &base, "serverRelativeURL"]))
+            .map(str::to_string);
+        if let Some(u) = doc_url
+            && let Some(doc) = self.get_json(&u).await?
+        {
+            let schema = openapi_v3::from_value(&doc)
+                .map_err(|e| ClusterError(format!("cluster {}: {u}: {e}", self.url)))?;
+            t.schema = Some(Arc::new(schema));
+        }
+        Ok(Some(t))
     }
 
     /// See [`Cluster::resources`].

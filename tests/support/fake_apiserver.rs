@@ -5,7 +5,9 @@
 
 #![allow(dead_code)]
 
-use http_body_util::{BodyExt, Full};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::Frame;
 use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -16,6 +18,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use tokio_stream::StreamExt;
 
 /// A served resource type.
 #[derive(Clone, Debug)]
@@ -62,21 +65,59 @@ impl Resource {
     }
 }
 
+type Key = (String, String, String, String);
+
+/// A watch connection: what it selects and where its events go.
+struct Watcher {
+    group: String,
+    plural: String,
+    namespace: String,
+    tx: tokio::sync::mpsc::UnboundedSender<Bytes>,
+}
+
+/// One change, kept for watches that resume from an older resourceVersion.
+#[derive(Clone)]
+struct Event {
+    rv: u64,
+    kind: &'static str,
+    key: Key,
+    object: Value,
+}
+
 #[derive(Default)]
 pub struct State {
     pub resources: Vec<Resource>,
     /// (group, plural, namespace, name) → object.
-    pub objects: BTreeMap<(String, String, String, String), Value>,
+    pub objects: BTreeMap<Key, Value>,
     /// "api/v1", "apis/apps/v1" → OpenAPI v3 document.
     pub openapi: BTreeMap<String, Value>,
     /// "GET /api/v1/..." for every request received.
     pub requests: Vec<String>,
+    /// The current resourceVersion (every change increments it).
     pub resource_version: u64,
+    /// Watches from resourceVersions below this get 410 Gone.
+    pub compacted: u64,
+    /// While true, watch requests fail with 503 (an outage).
+    pub refuse_watches: bool,
+    events: Vec<Event>,
+    watchers: Vec<Watcher>,
 }
 
 impl State {
-    /// Stores an object (its type must be served).
+    /// A server serving these resource types, with no objects yet.
+    pub fn new(resources: Vec<Resource>) -> State {
+        State {
+            resources,
+            ..State::default()
+        }
+    }
+
+    /// Stores an object (its type must be served), as a change with a new resourceVersion.
     pub fn put(&mut self, obj: Value) {
+        self.put_inner(obj, true);
+    }
+
+    fn key_of(&self, obj: &Value) -> Key {
         let av = obj["apiVersion"].as_str().unwrap_or("");
         let kind = obj["kind"].as_str().unwrap_or("");
         let group = av.rsplit_once('/').map_or("", |(g, _)| g).to_string();
@@ -84,14 +125,114 @@ impl State {
             .resources
             .iter()
             .find(|r| r.group == group && r.kind == kind)
-            .unwrap_or_else(|| panic!("fake apiserver: {av} {kind} is not served"))
-            .clone();
+            .unwrap_or_else(|| panic!("fake apiserver: {av} {kind} is not served"));
         let ns = obj["metadata"]["namespace"]
             .as_str()
             .unwrap_or("")
             .to_string();
         let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
-        self.objects.insert((group, r.plural, ns, name), obj);
+        (group, r.plural.clone(), ns, name)
+    }
+
+    fn put_inner(&mut self, mut obj: Value, record: bool) {
+        let key = self.key_of(&obj);
+        self.resource_version += 1;
+        obj["metadata"]["resourceVersion"] = json!(self.resource_version.to_string());
+        let kind = if self.objects.contains_key(&key) {
+            "MODIFIED"
+        } else {
+            "ADDED"
+        };
+        self.objects.insert(key.clone(), obj.clone());
+        if record {
+            self.emit(kind, key, obj);
+        }
+    }
+
+    /// Deletes an object (a change with a new resourceVersion).
+    pub fn delete(&mut self, key: &Key) -> bool {
+        let Some(mut obj) = self.objects.remove(key) else {
+            return false;
+        };
+        self.resource_version += 1;
+        obj["metadata"]["resourceVersion"] = json!(self.resource_version.to_string());
+        self.emit("DELETED", key.clone(), obj);
+        true
+    }
+
+    fn emit(&mut self, kind: &'static str, key: Key, object: Value) {
+        let ev = Event {
+            rv: self.resource_version,
+            kind,
+            key,
+            object,
+        };
+        let line = event_line(&ev);
+        self.watchers.retain(|w| {
+            !(w.group == ev.key.0
+                && w.plural == ev.key.1
+                && (w.namespace.is_empty() || w.namespace == ev.key.2))
+                || w.tx.send(line.clone()).is_ok()
+        });
+        self.events.push(ev);
+    }
+
+    /// Ends every open watch (a dropped connection).
+    pub fn drop_watches(&mut self) {
+        self.watchers.clear();
+    }
+
+    /// Forgets history: watches from older resourceVersions get 410 Gone.
+    pub fn compact(&mut self) {
+        self.compacted = self.resource_version;
+        self.events.clear();
+    }
+
+    /// An apiserver restart: connections drop, history is gone, resourceVersions jump.
+    pub fn restart(&mut self) {
+        self.drop_watches();
+        self.resource_version += 1000;
+        self.compact();
+    }
+
+    /// Sends a bookmark with the current resourceVersion to every watch.
+    pub fn bookmark(&mut self) {
+        let rv = self.resource_version;
+        self.watchers.retain(|w| {
+            let line = Bytes::from(format!(
+                "{}\n",
+                json!({"type": "BOOKMARK", "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": rv.to_string()}}})
+            ));
+            w.tx.send(line).is_ok()
+        });
+    }
+
+    /// Every object's reference and resourceVersion: (group, kind, namespace, name) → rv.
+    pub fn versions(&self) -> BTreeMap<(String, String, String, String), String> {
+        self.objects
+            .iter()
+            .map(|((g, p, ns, name), o)| {
+                let kind = self
+                    .resources
+                    .iter()
+                    .find(|r| &r.group == g && &r.plural == p)
+                    .unwrap()
+                    .kind
+                    .clone();
+                (
+                    (g.clone(), kind, ns.clone(), name.clone()),
+                    o["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string(),
+                )
+            })
+            .collect()
+    }
+
+    /// Loads an object without recording a change (initial content).
+    pub fn seed(&mut self, obj: Value) {
+        self.put_inner(obj, false);
     }
 }
 
@@ -158,15 +299,24 @@ impl FakeApiServer {
     }
 }
 
-fn reply(code: StatusCode, body: Value) -> Response<Full<Bytes>> {
+type Body = BoxBody<Bytes, std::convert::Infallible>;
+
+fn event_line(ev: &Event) -> Bytes {
+    Bytes::from(format!(
+        "{}\n",
+        json!({"type": ev.kind, "object": ev.object})
+    ))
+}
+
+fn reply(code: StatusCode, body: Value) -> Response<Body> {
     Response::builder()
         .status(code)
         .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body.to_string())))
+        .body(Full::new(Bytes::from(body.to_string())).boxed())
         .unwrap()
 }
 
-fn status(code: u16, reason: &str, message: String) -> Response<Full<Bytes>> {
+fn status(code: u16, reason: &str, message: String) -> Response<Body> {
     reply(
         StatusCode::from_u16(code).unwrap(),
         json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -174,9 +324,17 @@ fn status(code: u16, reason: &str, message: String) -> Response<Full<Bytes>> {
     )
 }
 
-async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body> {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
+    let query: BTreeMap<String, String> = req
+        .uri()
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     let _ = req.into_body().collect().await;
     let mut s = st.lock().unwrap();
     s.requests.push(format!("{method} {path}"));
@@ -240,11 +398,15 @@ async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Full
                 "the server could not find the requested resource".into(),
             ),
         },
-        _ => resource_request(&s, &parts),
+        _ => resource_request(&mut s, &parts, &query),
     }
 }
 
-fn resource_request(s: &State, parts: &[&str]) -> Response<Full<Bytes>> {
+fn resource_request(
+    s: &mut State,
+    parts: &[&str],
+    query: &BTreeMap<String, String>,
+) -> Response<Body> {
     let (group, version, rest): (&str, &str, &[&str]) = match parts {
         ["api", v, rest @ ..] => ("", *v, rest),
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
@@ -297,13 +459,20 @@ fn resource_request(s: &State, parts: &[&str]) -> Response<Full<Bytes>> {
             );
         }
     };
-    let Some(r) = served.iter().find(|r| r.plural == plural) else {
+    let Some(r) = served
+        .iter()
+        .find(|r| r.plural == plural)
+        .map(|r| (*r).clone())
+    else {
         return status(
             404,
             "NotFound",
             "the server could not find the requested resource".into(),
         );
     };
+    if name.is_none() && query.get("watch").is_some_and(|w| w == "1" || w == "true") {
+        return watch(s, &r, group, ns, query);
+    }
     let with_version = |o: &Value| {
         let mut o = o.clone();
         o["apiVersion"] = json!(r.api_version());
@@ -378,4 +547,54 @@ pub fn crd_openapi(crd: &Value, version: &str, core: &Value) -> Value {
     }
     json!({"openapi": "3.0.0", "info": {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"},
            "paths": {}, "components": {"schemas": schemas}})
+}
+
+/// A watch: history after the asked resourceVersion, then live events, as JSON lines.
+fn watch(
+    s: &mut State,
+    r: &Resource,
+    group: &str,
+    ns: &str,
+    query: &BTreeMap<String, String>,
+) -> Response<Body> {
+    if s.refuse_watches {
+        return status(
+            503,
+            "ServiceUnavailable",
+            "the fake apiserver is in an outage".into(),
+        );
+    }
+    let from: u64 = query
+        .get("resourceVersion")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
+    if from < s.compacted {
+        let gone = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": format!("too old resource version: {from} ({})", s.compacted), "reason": "Expired", "code": 410}});
+        let _ = tx.send(Bytes::from(format!("{gone}\n")));
+        drop(tx);
+    } else {
+        for ev in s.events.iter().filter(|e| {
+            e.rv > from
+                && e.key.0 == group
+                && e.key.1 == r.plural
+                && (ns.is_empty() || e.key.2 == ns)
+        }) {
+            let _ = tx.send(event_line(ev));
+        }
+        s.watchers.push(Watcher {
+            group: group.to_string(),
+            plural: r.plural.clone(),
+            namespace: ns.to_string(),
+            tx,
+        });
+    }
+    let stream = tokio_stream::wrappers::UnboundedReceiverStream::new(rx)
+        .map(|b| Ok::<_, std::convert::Infallible>(Frame::data(b)));
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "application/json")
+        .body(BodyExt::boxed(StreamBody::new(stream)))
+        .unwrap()
 }

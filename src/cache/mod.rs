@@ -1,0 +1,350 @@
+//! The watch-fed ownership cache of one cluster: API discovery, one list+watch per listable
+//! resource type (filtered by group, kind, namespace), metadata-only by default (metadata
+//! carries managedFields) and full objects for configured kinds; indexes from object to
+//! managers and manager to objects; schemas per group-version from `/openapi/v3`, refreshed
+//! when CRDs change.
+//!
+//! Consistency: relists (410 Gone, restarts) build a new table and swap it in whole; watch
+//! events apply one at a time under the table's lock; bookmarks keep resourceVersions fresh.
+//! Undecodable objects are skipped and counted. Every object handed out carries its
+//! resourceVersion.
+
+pub mod intern;
+pub mod table;
+mod watch;
+
+pub use intern::Interner;
+pub use watch::{Applied, apply_event_to};
+
+use crate::catalog::{Catalog, DEFAULT_KUBERNETES};
+use crate::live::ObjectRef;
+use crate::live::cluster::{Api, ClusterError, GvTypes, ServedResource};
+use crate::service::store::{Store, Stored};
+use dashmap::DashMap;
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+use table::Table;
+
+/// What to cache.
+#[derive(Clone, Debug)]
+pub struct CacheConfig {
+    /// Only these API groups (`""` is core; empty: all).
+    pub include_groups: Vec<String>,
+    pub exclude_groups: Vec<String>,
+    /// Only these kinds (empty: all).
+    pub include_kinds: Vec<String>,
+    /// Never these kinds (default: `Event`: high churn, no ownership questions).
+    pub exclude_kinds: Vec<String>,
+    /// Only this namespace (cluster-scoped kinds are still watched).
+    pub namespace: Option<String>,
+    /// Kinds whose whole objects are kept (others are fetched when a request needs them).
+    pub full_kinds: Vec<String>,
+    /// Wait before retrying after an error.
+    pub backoff: Duration,
+    /// `timeoutSeconds` of each watch request.
+    pub watch_timeout_secs: u32,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            include_groups: vec![],
+            exclude_groups: vec![],
+            include_kinds: vec![],
+            exclude_kinds: vec!["Event".into()],
+            namespace: None,
+            full_kinds: vec![],
+            backoff: Duration::from_millis(500),
+            watch_timeout_secs: 290,
+        }
+    }
+}
+
+impl CacheConfig {
+    fn wants(&self, r: &ServedResource) -> bool {
+        let group = r.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        r.listable
+            && (self.include_groups.is_empty() || self.include_groups.iter().any(|g| g == group))
+            && !self.exclude_groups.iter().any(|g| g == group)
+            && (self.include_kinds.is_empty() || self.include_kinds.contains(&r.kind))
+            && !self.exclude_kinds.contains(&r.kind)
+    }
+}
+
+/// Counters (for tests, metrics and logs).
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub events: AtomicU64,
+    pub skipped: AtomicU64,
+    pub relists: AtomicU64,
+    pub watch_restarts: AtomicU64,
+}
+
+struct Watched {
+    resource: ServedResource,
+    table: Arc<Table>,
+}
+
+/// One cluster's cache.
+pub struct ClusterCache {
+    pub name: String,
+    api: Api,
+    config: CacheConfig,
+    pub interner: Interner,
+    pub stats: Stats,
+    watched: RwLock<Vec<Watched>>,
+    synced: AtomicUsize,
+    synced_notify: tokio::sync::Notify,
+    types: DashMap<String, Option<GvTypes>>,
+    openapi_index: Mutex<Option<Option<crate::value::Value>>>,
+    runtime: tokio::runtime::Handle,
+    stop: tokio::sync::watch::Sender<bool>,
+    /// Signalled when CRDs change: discovery runs again and new resources get watched.
+    rediscover: tokio::sync::Notify,
+}
+
+impl ClusterCache {
+    /// Discovers the cluster's resources and starts watching them (on the current runtime).
+    pub async fn start(
+        name: &str,
+        api: Api,
+        config: CacheConfig,
+    ) -> Result<Arc<ClusterCache>, ClusterError> {
+        let (stop, _) = tokio::sync::watch::channel(false);
+        let cache = Arc::new(ClusterCache {
+            name: name.to_string(),
+            api,
+            config,
+            interner: Interner::default(),
+            stats: Stats::default(),
+            watched: RwLock::new(Vec::new()),
+            synced: AtomicUsize::new(0),
+            synced_notify: tokio::sync::Notify::new(),
+            types: DashMap::new(),
+            openapi_index: Mutex::new(None),
+            runtime: tokio::runtime::Handle::current(),
+            stop,
+            rediscover: tokio::sync::Notify::new(),
+        });
+        cache.refresh_resources().await?;
+        let c = cache.clone();
+        let mut stop = cache.stop.subscribe();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = c.rediscover.notified() => {
+                        if let Err(e) = c.refresh_resources().await {
+                            tracing::warn!(cluster = %c.name, error = %e, "discovery failed");
+                        }
+                    }
+                    _ = stop.changed() => return,
+                }
+            }
+        });
+        Ok(cache)
+    }
+
+    /// Watches resources discovery reports that are not watched yet (new CRDs).
+    pub async fn refresh_resources(self: &Arc<Self>) -> Result<(), ClusterError> {
+        let resources = self.api.resources().await?;
+        let mut w = self.watched.write().unwrap_or_else(|p| p.into_inner());
+        for r in resources.into_iter().filter(|r| self.config.wants(r)) {
+            if w.iter()
+                .any(|x| x.resource.api_version == r.api_version && x.resource.plural == r.plural)
+            {
+                continue;
+            }
+            let full = self.config.full_kinds.contains(&r.kind);
+            let table = Arc::new(Table::new(&r.api_version, &r.kind, full));
+            w.push(Watched {
+                resource: r.clone(),
+                table: table.clone(),
+            });
+            tokio::spawn(watch::run(self.clone(), r, table, self.stop.subscribe()));
+        }
+        Ok(())
+    }
+
+    /// Resolves once every watched resource has completed its first list.
+    pub async fn wait_synced(&self) {
+        loop {
+            let notified = self.synced_notify.notified();
+            if self.is_synced() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    pub fn is_synced(&self) -> bool {
+        let n = self.watched.read().unwrap_or_else(|p| p.into_inner()).len();
+        self.synced.load(Ordering::SeqCst) >= n
+    }
+
+    fn mark_synced(&self) {
+        self.synced.fetch_add(1, Ordering::SeqCst);
+        self.synced_notify.notify_waiters();
+    }
+
+    /// Forgets cached schemas (a CRD changed).
+    fn schemas_changed(&self) {
+        self.types.clear();
+        *self.openapi_index.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// Stops every watch.
+    pub fn stop(&self) {
+        let _ = self.stop.send(true);
+    }
+
+    /// Number of cached objects.
+    pub fn len(&self) -> usize {
+        self.tables().iter().map(|t| t.read().objects.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The watched tables.
+    pub fn tables(&self) -> Vec<Arc<Table>> {
+        self.watched
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|w| w.table.clone())
+            .collect()
+    }
+
+    /// Every cached object's reference and resourceVersion (to compare with the truth).
+    pub fn versions(&self) -> std::collections::BTreeMap<ObjectRef, String> {
+        let mut out = std::collections::BTreeMap::new();
+        for t in self.tables() {
+            for e in t.read().objects.values() {
+                out.insert(t.object_ref(e), e.resource_version.to_string());
+            }
+        }
+        out
+    }
+
+    fn find(&self, group: &str, kind: &str) -> Option<(ServedResource, Arc<Table>)> {
+        self.watched
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|w| w.table.group == group && w.table.kind == kind)
+            .map(|w| (w.resource.clone(), w.table.clone()))
+    }
+
+    fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.runtime.block_on(f)
+    }
+
+    fn object_path(r: &ServedResource, namespace: &str, name: &str) -> String {
+        let root = if r.api_version.contains('/') {
+            format!("/apis/{}", r.api_version)
+        } else {
+            format!("/api/{}", r.api_version)
+        };
+        if r.namespaced {
+            format!("{root}/namespaces/{namespace}/{}/{name}", r.plural)
+        } else {
+            format!("{root}/{}/{name}", r.plural)
+        }
+    }
+}
+
+impl Store for ClusterCache {
+    fn catalog(&self, api_versions: &BTreeSet<String>) -> Result<Catalog, String> {
+        let mut catalog = Catalog::kubernetes(DEFAULT_KUBERNETES).map_err(|e| e.to_string())?;
+        let index = {
+            let cached = self
+                .openapi_index
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            match cached {
+                Some(i) => i,
+                None => {
+                    let i = self
+                        .block_on(self.api.openapi_index())
+                        .map_err(|e| e.to_string())?;
+                    *self.openapi_index.lock().unwrap_or_else(|p| p.into_inner()) = Some(i.clone());
+                    i
+                }
+            }
+        };
+        for av in api_versions {
+            let t = match self.types.get(av) {
+                Some(t) => t.clone(),
+                None => {
+                    let t = self
+                        .block_on(self.api.gv_types(&index, av))
+                        .map_err(|e| e.to_string())?;
+                    self.types.insert(av.clone(), t.clone());
+                    t
+                }
+            };
+            if let Some(t) = t {
+                t.add_to(&mut catalog);
+            }
+        }
+        Ok(catalog)
+    }
+
+    fn get(&self, r: &ObjectRef) -> Option<Stored> {
+        let (res, table) = self.find(&r.group, &r.kind)?;
+        let entry = table
+            .read()
+            .objects
+            .get(&table::key(&r.namespace, &r.name))
+            .cloned()?;
+        if let Some(full) = &entry.full {
+            return Some(full.clone());
+        }
+        // Metadata-only kinds: the object's content comes from the apiserver.
+        let path = Self::object_path(&res, &r.namespace, &r.name);
+        match self.block_on(self.api.get_json(&path)) {
+            Ok(v) => v.map(Arc::new),
+            Err(_) => Some(Arc::new(entry.to_value(&table.api_version, &table.kind))),
+        }
+    }
+
+    fn fetch_fresh(&self, refs: &[(ObjectRef, String)]) -> Result<Vec<Option<Stored>>, String> {
+        let mut out = Vec::with_capacity(refs.len());
+        for (r, api_version) in refs {
+            let Some((mut res, _)) = self.find(&r.group, &r.kind) else {
+                out.push(None);
+                continue;
+            };
+            res.api_version = api_version.clone();
+            let path = Self::object_path(&res, &r.namespace, &r.name);
+            let v = self
+                .block_on(self.api.get_json(&path))
+                .map_err(|e| e.to_string())?;
+            out.push(v.map(Arc::new));
+        }
+        Ok(out)
+    }
+
+    fn all(&self) -> Vec<(ObjectRef, Stored)> {
+        let mut out = Vec::new();
+        for t in self.tables() {
+            let data = t.read();
+            for e in data.objects.values() {
+                out.push((
+                    t.object_ref(e),
+                    Arc::new(e.to_value(&t.api_version, &t.kind)),
+                ));
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    fn describe(&self) -> String {
+        format!("cluster {} ({})", self.name, self.api.url())
+    }
+}

@@ -1,0 +1,270 @@
+//! One resource type's cached objects: compact entries (managedFields kept as interned FieldsV1
+//! text, decoded only when a query needs them), an index from manager to objects, and whole-table
+//! replacement for relists so readers never see a half-built view.
+
+use super::intern::Interner;
+use crate::live::ObjectRef;
+use crate::managedfields::parse_time;
+use crate::value::{Map, Value, json};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock};
+
+/// Who wrote one managedFields entry (shared by every object with the same entry head).
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct EntryHead {
+    pub manager: Box<str>,
+    pub operation: Box<str>,
+    pub api_version: Box<str>,
+    pub subresource: Box<str>,
+}
+
+/// One managedFields entry.
+#[derive(Clone, Debug)]
+pub struct ManagedEntry {
+    pub head: Arc<EntryHead>,
+    /// The FieldsV1 JSON, interned: same-shaped objects share one copy.
+    pub fields: Arc<str>,
+    pub time: Option<i64>,
+}
+
+/// A cached object.
+#[derive(Debug)]
+pub struct Entry {
+    pub name: Box<str>,
+    pub namespace: Arc<str>,
+    pub resource_version: Box<str>,
+    /// The labels as JSON text, interned (`None` when there are none).
+    pub labels: Option<Arc<str>>,
+    pub managed: Box<[ManagedEntry]>,
+    /// The whole object, for kinds watched in full.
+    pub full: Option<Arc<Value>>,
+}
+
+impl Entry {
+    /// Reads an object (full or `PartialObjectMetadata`); `keep_full` keeps its content.
+    pub fn decode(obj: Value, keep_full: bool, interner: &Interner) -> Result<Entry, String> {
+        let meta = obj
+            .get_path(&["metadata"])
+            .and_then(Value::as_map)
+            .ok_or("no metadata")?;
+        let s = |k: &str| meta.get(k).and_then(Value::as_str).unwrap_or("");
+        let name = s("name");
+        if name.is_empty() {
+            return Err("no metadata.name".into());
+        }
+        let mut managed = Vec::new();
+        let list: &[Value] = match meta.get("managedFields") {
+            None | Some(Value::Null) => &[],
+            Some(Value::List(l)) => l,
+            Some(_) => return Err("metadata.managedFields is not a list".into()),
+        };
+        {
+            for (i, e) in list.iter().enumerate() {
+                let m = e
+                    .as_map()
+                    .ok_or_else(|| format!("managedFields[{i}] is not an object"))?;
+                let g = |k: &str| m.get(k).and_then(Value::as_str).unwrap_or("");
+                let fields = match m.get("fieldsV1") {
+                    None | Some(Value::Null) => "{}".to_string(),
+                    Some(Value::String(t)) => t.to_string(),
+                    Some(v) => json::to_string(v, json::Style::PLAIN),
+                };
+                let time = match g("time") {
+                    "" => None,
+                    t => Some(parse_time(t).map_err(|e| format!("managedFields[{i}].time: {e}"))?),
+                };
+                managed.push(ManagedEntry {
+                    head: interner.head(EntryHead {
+                        manager: g("manager").into(),
+                        operation: g("operation").into(),
+                        api_version: g("apiVersion").into(),
+                        subresource: g("subresource").into(),
+                    }),
+                    fields: interner.text(&fields),
+                    time,
+                });
+            }
+        }
+        let labels = match meta.get("labels") {
+            Some(l @ Value::Map(m)) if !m.is_empty() => {
+                Some(interner.text(&json::to_string(l, json::Style::PLAIN)))
+            }
+            _ => None,
+        };
+        let entry = Entry {
+            name: name.into(),
+            namespace: interner.text(s("namespace")),
+            resource_version: s("resourceVersion").into(),
+            labels,
+            managed: managed.into_boxed_slice(),
+            full: None,
+        };
+        Ok(if keep_full {
+            Entry {
+                full: Some(Arc::new(obj)),
+                ..entry
+            }
+        } else {
+            entry
+        })
+    }
+
+    /// The key in its table.
+    pub fn key(&self) -> Box<str> {
+        key(&self.namespace, &self.name)
+    }
+
+    /// The object as stored (full if kept, else its metadata with managedFields).
+    pub fn to_value(&self, api_version: &str, kind: &str) -> Value {
+        if let Some(f) = &self.full {
+            return (**f).clone();
+        }
+        let mut meta = Map::new();
+        meta.insert("name", Value::from(&*self.name));
+        if !self.namespace.is_empty() {
+            meta.insert("namespace", Value::from(&*self.namespace));
+        }
+        meta.insert("resourceVersion", Value::from(&*self.resource_version));
+        if let Some(l) = &self.labels
+            && let Ok(v) = json::parse_str(l)
+        {
+            meta.insert("labels", v);
+        }
+        let entries: Vec<Value> = self
+            .managed
+            .iter()
+            .map(|e| {
+                let mut m = Map::new();
+                m.insert("manager", Value::from(&*e.head.manager));
+                m.insert("operation", Value::from(&*e.head.operation));
+                m.insert("apiVersion", Value::from(&*e.head.api_version));
+                if let Some(t) = e.time {
+                    m.insert(
+                        "time",
+                        Value::from(crate::managedfields::format_time(t).as_str()),
+                    );
+                }
+                m.insert("fieldsType", Value::from("FieldsV1"));
+                m.insert("fieldsV1", Value::from(&*e.fields));
+                if !e.head.subresource.is_empty() {
+                    m.insert("subresource", Value::from(&*e.head.subresource));
+                }
+                Value::Map(m)
+            })
+            .collect();
+        meta.insert("managedFields", Value::List(entries));
+        let mut root = Map::new();
+        root.insert("apiVersion", Value::from(api_version));
+        root.insert("kind", Value::from(kind));
+        root.insert("metadata", Value::Map(meta));
+        Value::Map(root)
+    }
+}
+
+pub fn key(namespace: &str, name: &str) -> Box<str> {
+    if namespace.is_empty() {
+        name.into()
+    } else {
+        format!("{namespace}/{name}").into()
+    }
+}
+
+/// A table's content: objects and the manager index.
+#[derive(Debug, Default)]
+pub struct TableData {
+    pub objects: HashMap<Box<str>, Arc<Entry>>,
+    pub by_manager: HashMap<Box<str>, HashSet<Box<str>>>,
+}
+
+impl TableData {
+    /// Builds a table from a full list.
+    pub fn from_entries(entries: impl IntoIterator<Item = Entry>) -> TableData {
+        let mut t = TableData::default();
+        for e in entries {
+            t.upsert(e);
+        }
+        t
+    }
+
+    fn index(&mut self, k: &str, e: &Entry, add: bool) {
+        for m in e.managed.iter() {
+            let name = &m.head.manager;
+            if add {
+                self.by_manager
+                    .entry(name.clone())
+                    .or_default()
+                    .insert(k.into());
+            } else if let Some(set) = self.by_manager.get_mut(name) {
+                set.remove(k);
+                if set.is_empty() {
+                    self.by_manager.remove(name);
+                }
+            }
+        }
+    }
+
+    /// Adds or replaces an object.
+    pub fn upsert(&mut self, e: Entry) {
+        let k = e.key();
+        if let Some(old) = self.objects.remove(&k) {
+            self.index(&k, &old, false);
+        }
+        self.index(&k, &e, true);
+        self.objects.insert(k, Arc::new(e));
+    }
+
+    /// Removes an object.
+    pub fn remove(&mut self, namespace: &str, name: &str) {
+        let k = key(namespace, name);
+        if let Some(old) = self.objects.remove(&k) {
+            self.index(&k, &old, false);
+        }
+    }
+}
+
+/// One resource type's cache.
+#[derive(Debug)]
+pub struct Table {
+    pub api_version: String,
+    pub kind: String,
+    pub group: String,
+    pub full: bool,
+    pub data: RwLock<TableData>,
+}
+
+impl Table {
+    pub fn new(api_version: &str, kind: &str, full: bool) -> Table {
+        Table {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+            group: api_version
+                .rsplit_once('/')
+                .map_or("", |(g, _)| g)
+                .to_string(),
+            full,
+            data: RwLock::new(TableData::default()),
+        }
+    }
+
+    /// Swaps in a whole new content (after a list).
+    pub fn replace(&self, data: TableData) {
+        *self.data.write().unwrap_or_else(|p| p.into_inner()) = data;
+    }
+
+    pub fn read(&self) -> std::sync::RwLockReadGuard<'_, TableData> {
+        self.data.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn write(&self) -> std::sync::RwLockWriteGuard<'_, TableData> {
+        self.data.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn object_ref(&self, e: &Entry) -> ObjectRef {
+        ObjectRef {
+            group: self.group.clone(),
+            kind: self.kind.clone(),
+            namespace: e.namespace.to_string(),
+            name: e.name.to_string(),
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! The watch-fed cache against a fake apiserver with injected faults: after every fault the
+//! cache must converge to the apiserver's truth — no missed deletes, no phantom objects.
+
+mod support;
+
+use fieldguard::cache::{CacheConfig, ClusterCache};
+use fieldguard::live::cluster::{Api, ClusterOptions};
+use fieldguard::service::Store;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::fake_apiserver::{FakeApiServer, Resource, State};
+
+fn resources() -> Vec<Resource> {
+    vec![
+        Resource::new("v1", "ConfigMap", "configmaps", true, &[]),
+        Resource::new(
+            "apps/v1",
+            "Deployment",
+            "deployments",
+            true,
+            &["status", "scale"],
+        ),
+        Resource::new("v1", "Namespace", "namespaces", false, &["status"]),
+    ]
+}
+
+fn configmap(ns: &str, name: &str, generation: u64) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name, "namespace": ns, "labels": {"app": "demo"},
+                        "managedFields": [{"manager": "helm", "operation": "Apply", "apiVersion": "v1",
+                                           "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1",
+                                           "fieldsV1": {"f:data": {"f:gen": {}}, "f:metadata": {"f:labels": {"f:app": {}}}}}]},
+           "data": {"gen": generation.to_string()}})
+}
+
+fn deployment(ns: &str, name: &str, replicas: u64) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": name, "namespace": ns,
+                        "managedFields": [
+                            {"manager": "helm", "operation": "Apply", "apiVersion": "apps/v1", "fieldsType": "FieldsV1",
+                             "fieldsV1": {"f:spec": {"f:selector": {}}}},
+                            {"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "apps/v1",
+                             "subresource": "scale", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {}}}}]},
+           "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}}}})
+}
+
+async fn start(st: State) -> (FakeApiServer, Arc<ClusterCache>) {
+    let server = FakeApiServer::start(st);
+    let dir = std::env::temp_dir().join(format!(
+        "fieldguard-cache-{}-{}",
+        std::process::id(),
+        server.addr.port()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kc = server.kubeconfig(&dir, "default");
+    let (api, _) = Api::connect(&ClusterOptions {
+        kubeconfig: Some(kc),
+        context: Some("fake".into()),
+    })
+    .await
+    .unwrap();
+    let config = CacheConfig {
+        backoff: Duration::from_millis(5),
+        watch_timeout_secs: 30,
+        ..CacheConfig::default()
+    };
+    let cache = ClusterCache::start("fake", api, config).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), cache.wait_synced())
+        .await
+        .unwrap();
+    (server, cache)
+}
+
+fn cached(cache: &ClusterCache) -> BTreeMap<(String, String, String, String), String> {
+    cache
+        .versions()
+        .into_iter()
+        .map(|(r, v)| ((r.group, r.kind, r.namespace, r.name), v))
+        .collect()
+}
+
+/// Waits until the cache holds exactly the fake's objects at their resourceVersions.
+async fn converge(server: &FakeApiServer, cache: &ClusterCache, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let truth = server.state.lock().unwrap().versions();
+        let got = cached(cache);
+        if truth == got {
+            return;
+        }
+        if Instant::now() > deadline {
+            let missing: Vec<_> = truth
+                .iter()
+                .filter(|(k, v)| got.get(*k) != Some(*v))
+                .take(5)
+                .collect();
+            let phantom: Vec<_> = got
+                .iter()
+                .filter(|(k, _)| !truth.contains_key(*k))
+                .take(5)
+                .collect();
+            panic!("no convergence after {what}: missing/stale {missing:?}, phantom {phantom:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cache_converges_after_a_thousand_injected_faults() {
+    let mut st = State::new(resources());
+    st.seed(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}));
+    for i in 0..20 {
+        st.seed(configmap("default", &format!("cm-{i}"), 0));
+        st.seed(deployment("default", &format!("web-{i}"), 1));
+    }
+    let (server, cache) = start(st).await;
+    converge(&server, &cache, "the initial sync").await;
+
+    let mut rng = StdRng::seed_from_u64(20261122);
+    let faults = 1000;
+    let mut counts = BTreeMap::new();
+    for n in 0..faults {
+        // Some changes between faults.
+        {
+            let mut s = server.state.lock().unwrap();
+            for _ in 0..rng.gen_range(0..4) {
+                mutate(&mut s, &mut rng, n as u64);
+            }
+        }
+        let fault = rng.gen_range(0..6);
+        let name = [
+            "drop",
+            "gone",
+            "restart",
+            "outage-with-deletes",
+            "bookmark",
+            "outage-then-gone",
+        ][fault];
+        *counts.entry(name).or_insert(0) += 1;
+        match fault {
+            0 => server.state.lock().unwrap().drop_watches(),
+            1 => {
+                let mut s = server.state.lock().unwrap();
+                s.compact();
+                s.drop_watches();
+            }
+            2 => server.state.lock().unwrap().restart(),
+            3 | 5 => {
+                {
+                    let mut s = server.state.lock().unwrap();
+                    s.refuse_watches = true;
+                    s.drop_watches();
+                    for _ in 0..rng.gen_range(1..5) {
+                        mutate(&mut s, &mut rng, n as u64);
+                    }
+                    if fault == 5 {
+                        s.compact();
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(rng.gen_range(1..15))).await;
+                server.state.lock().unwrap().refuse_watches = false;
+            }
+            _ => server.state.lock().unwrap().bookmark(),
+        }
+        converge(&server, &cache, &format!("fault {n} ({name})")).await;
+    }
+    let relists = cache
+        .stats
+        .relists
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let restarts = cache
+        .stats
+        .watch_restarts
+        .load(std::sync::atomic::Ordering::Relaxed);
+    println!(
+        "{faults} faults injected {counts:?}; cache relisted {relists} times, re-watched {restarts} times; converged after every one"
+    );
+    assert!(
+        relists > 100 && restarts > 100,
+        "faults really exercised both paths"
+    );
+    cache.stop();
+}
+
+fn mutate(s: &mut State, rng: &mut StdRng, generation: u64) {
+    let i = rng.gen_range(0..30);
+    match rng.gen_range(0..4) {
+        0 => {
+            let key = (
+                "".to_string(),
+                "configmaps".to_string(),
+                "default".to_string(),
+                format!("cm-{i}"),
+            );
+            s.delete(&key);
+        }
+        1 => s.put(deployment("default", &format!("web-{i}"), generation % 7)),
+        2 => {
+            let key = (
+                "apps".to_string(),
+                "deployments".to_string(),
+                "default".to_string(),
+                format!("web-{i}"),
+            );
+            s.delete(&key);
+        }
+        _ => s.put(configmap("default", &format!("cm-{i}"), generation)),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undecodable_objects_are_skipped_and_counted_and_the_store_answers() {
+    let mut st = State::new(resources());
+    st.seed(configmap("default", "good", 1));
+    let mut bad = configmap("default", "bad", 1);
+    bad["metadata"]["managedFields"] = json!("not a list");
+    st.seed(bad);
+    st.seed(deployment("default", "web", 3));
+    let (server, cache) = start(st).await;
+    let got = cached(&cache);
+    assert!(got.contains_key(&(
+        "".into(),
+        "ConfigMap".into(),
+        "default".into(),
+        "good".into()
+    )));
+    assert!(!got.contains_key(&(
+        "".into(),
+        "ConfigMap".into(),
+        "default".into(),
+        "bad".into()
+    )));
+    assert!(
+        cache
+            .stats
+            .skipped
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1
+    );
+
+    // The store interface: objects with resourceVersions, managers, full content fetched.
+    let c2 = cache.clone();
+    let (all, web) = tokio::task::spawn_blocking(move || {
+        let all = c2.all();
+        let web = c2.get(&fieldguard::live::ObjectRef {
+            group: "apps".into(),
+            kind: "Deployment".into(),
+            namespace: "default".into(),
+            name: "web".into(),
+        });
+        (all, web)
+    })
+    .await
+    .unwrap();
+    assert_eq!(all.len(), 2);
+    let web = web.unwrap();
+    assert_eq!(
+        web.get_path(&["spec", "replicas"]),
+        Some(&fieldguard::value::Value::Int(3)),
+        "full object fetched"
+    );
+    let dep = all.iter().find(|(r, _)| r.kind == "Deployment").unwrap();
+    let mf = dep
+        .1
+        .get_path(&["metadata", "managedFields"])
+        .unwrap()
+        .as_list()
+        .unwrap();
+    assert_eq!(mf.len(), 2);
+    // Same-shaped objects share their FieldsV1 text.
+    let before = cache.interner.len();
+    {
+        let mut s = server.state.lock().unwrap();
+        s.delete(&(
+            "".into(),
+            "configmaps".into(),
+            "default".into(),
+            "bad".into(),
+        ));
+        for i in 0..50 {
+            s.put(configmap("default", &format!("same-{i}"), 1));
+        }
+    }
+    converge(&server, &cache, "50 same-shaped objects").await;
+    assert!(
+        cache.interner.len() <= before + 2,
+        "interned: {before} -> {}",
+        cache.interner.len()
+    );
+    cache.stop();
+}
