@@ -3,12 +3,9 @@
 
 mod support;
 
-use fieldguard::live::snapshot::Snapshot;
-use fieldguard::manifest::Input;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use support::fake_apiserver::{FakeApiServer, Resource, State, crd_openapi, openapi_fixture};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -419,74 +416,6 @@ fn bad_input_is_located_exits_2_and_predicts_nothing() {
     assert!(stderr(&o).contains("--force-against"));
 }
 
-/// A fake cluster serving the example snapshot's objects, CRD and schemas.
-fn fake_cluster() -> FakeApiServer {
-    let snap = Snapshot::load(
-        &[Input::Path(root().join("examples/cluster"))],
-        &mut std::io::empty(),
-    )
-    .unwrap();
-    let mut st = State::new(vec![
-        Resource::new("v1", "Namespace", "namespaces", false, &["status"]),
-        Resource::new("v1", "Secret", "secrets", true, &[]),
-        Resource::new("v1", "ConfigMap", "configmaps", true, &[]),
-        Resource::new("v1", "Service", "services", true, &["status"]),
-        Resource::new(
-            "apps/v1",
-            "Deployment",
-            "deployments",
-            true,
-            &["status", "scale"],
-        ),
-        Resource::new(
-            "autoscaling/v2",
-            "HorizontalPodAutoscaler",
-            "horizontalpodautoscalers",
-            true,
-            &["status"],
-        ),
-        Resource::new(
-            "cert-manager.io/v1",
-            "Certificate",
-            "certificates",
-            true,
-            &["status"],
-        ),
-        Resource::new(
-            "apiextensions.k8s.io/v1",
-            "CustomResourceDefinition",
-            "customresourcedefinitions",
-            false,
-            &["status"],
-        ),
-    ]);
-    let core = openapi_fixture("api__v1_openapi.json");
-    let mut crd = None;
-    for (_, d) in snap.objects() {
-        let text =
-            fieldguard::value::json::to_string(&d.object, fieldguard::value::json::Style::PLAIN);
-        let v: Value = serde_json::from_str(&text).unwrap();
-        if v["kind"] == "CustomResourceDefinition" {
-            crd = Some(v.clone());
-        }
-        st.seed(v);
-    }
-    st.openapi.insert(
-        "apis/cert-manager.io/v1".into(),
-        crd_openapi(&crd.unwrap(), "v1", &core),
-    );
-    st.openapi.insert("api/v1".into(), core);
-    st.openapi.insert(
-        "apis/apps/v1".into(),
-        openapi_fixture("apis__apps__v1_openapi.json"),
-    );
-    st.openapi.insert(
-        "apis/autoscaling/v2".into(),
-        openapi_fixture("apis__autoscaling__v2_openapi.json"),
-    );
-    FakeApiServer::start(st)
-}
-
 /// The report without what names the source.
 fn comparable(mut j: Value) -> Value {
     j["source"] = Value::Null;
@@ -495,7 +424,7 @@ fn comparable(mut j: Value) -> Value {
 
 #[test]
 fn a_live_cluster_gives_the_same_answer_as_its_snapshot_and_is_only_read() {
-    let server = fake_cluster();
+    let server = support::example_cluster();
     let dir = tempdir("cluster");
     let kc = server.kubeconfig(&dir, "shop");
     let kc = kc.to_str().unwrap();
@@ -678,7 +607,7 @@ fn managers_inventory_flags_strays() {
 
 #[test]
 fn blame_and_managers_read_a_live_cluster() {
-    let server = fake_cluster();
+    let server = support::example_cluster();
     let dir = tempdir("cluster-views");
     let kc = server.kubeconfig(&dir, "shop");
     let kc = kc.to_str().unwrap();

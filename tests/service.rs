@@ -1,7 +1,11 @@
 //! The gRPC service end to end over loopback: health (not serving until ready), reflection,
 //! predictions (unary and streamed, equal to the CLI's), ownership queries, error details.
 
+mod support;
+
+use fieldguard::cache::{CacheConfig, ClusterCache};
 use fieldguard::catalog::{Catalog, DEFAULT_KUBERNETES};
+use fieldguard::live::cluster::{Api, ClusterOptions};
 use fieldguard::live::snapshot::Snapshot;
 use fieldguard::manifest::Input;
 use fieldguard::service::proto::{
@@ -37,11 +41,14 @@ struct Running {
 }
 
 async fn start() -> Running {
+    start_with(Stores::single("example", store())).await
+}
+
+async fn start_with(stores: Stores) -> Running {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let stores = Stores::single("example", store());
     let done = tokio::spawn(async move {
         service::serve_on(
             listener,
@@ -450,4 +457,133 @@ async fn ownership_queries() {
         .find(|x| x.manager == "kubectl-edit")
         .unwrap();
     assert_eq!(edit.flags[0].kind, "manual-edit");
+}
+
+async fn cache_of(
+    server: &support::fake_apiserver::FakeApiServer,
+    name: &str,
+) -> Arc<ClusterCache> {
+    let dir = std::env::temp_dir().join(format!(
+        "fieldguard-svc-{}-{}",
+        std::process::id(),
+        server.addr.port()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kc = server.kubeconfig(&dir, "shop");
+    let (api, _) = Api::connect(&ClusterOptions {
+        kubeconfig: Some(kc),
+        context: Some("fake".into()),
+    })
+    .await
+    .unwrap();
+    let cache = ClusterCache::start(name, api, CacheConfig::default())
+        .await
+        .unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(10), cache.wait_synced())
+        .await
+        .unwrap();
+    cache
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn predictions_over_watched_clusters_equal_the_snapshot_and_span_clusters() {
+    let prod = support::example_cluster();
+    let fresh = support::empty_example_cluster();
+    let prod_cache = cache_of(&prod, "prod").await;
+    let fresh_cache = cache_of(&fresh, "staging").await;
+    let stores = Stores {
+        by_name: [
+            (
+                "prod".to_string(),
+                prod_cache.clone() as Arc<dyn fieldguard::service::Store>,
+            ),
+            (
+                "staging".to_string(),
+                fresh_cache.clone() as Arc<dyn fieldguard::service::Store>,
+            ),
+        ]
+        .into(),
+        default: "prod".into(),
+    };
+    let live = start_with(stores).await;
+    let snap = start().await;
+    let mut a = AnalysisClient::new(live.channel.clone());
+    let mut s = AnalysisClient::new(snap.channel.clone());
+    let want = s
+        .predict_conflicts(request())
+        .await
+        .unwrap()
+        .into_inner()
+        .clusters
+        .remove(0);
+
+    let mut r = request();
+    r.clusters = vec!["prod".into(), "staging".into()];
+    let got = a.predict_conflicts(r).await.unwrap().into_inner();
+    assert_eq!(got.clusters.len(), 2);
+    let strip = |mut c: pb::ClusterPrediction| {
+        c.cluster.clear();
+        c.source.clear();
+        for o in &mut c.objects {
+            o.cluster.clear();
+        }
+        c
+    };
+    assert_eq!(strip(got.clusters[0].clone()), strip(want.clone()));
+    assert!(got.clusters[0].source.contains("prod"));
+    let staging = &got.clusters[1];
+    assert_eq!(
+        staging.summary.unwrap().created,
+        6,
+        "nothing exists in staging yet"
+    );
+
+    // Fresh reads give the same answer (objects fetched from the apiserver first).
+    let mut r = request();
+    r.fresh = true;
+    let got = a.predict_conflicts(r).await.unwrap().into_inner();
+    assert_eq!(strip(got.clusters[0].clone()), strip(want));
+
+    // Ownership answers come from the watch-fed index.
+    let mut o = OwnershipClient::new(live.channel.clone());
+    let m = o
+        .managers(pb::ManagersRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        m.managers
+            .iter()
+            .any(|x| x.manager == "kubectl-edit" && x.objects == 2)
+    );
+    // A change in the cluster reaches the cache.
+    {
+        let mut st = prod.state.lock().unwrap();
+        st.delete(&(
+            "apps".into(),
+            "deployments".into(),
+            "shop".into(),
+            "checkout".into(),
+        ));
+    }
+    let mut gone = false;
+    for _ in 0..500 {
+        let m = o
+            .managers(pb::ManagersRequest::default())
+            .await
+            .unwrap()
+            .into_inner();
+        if m.managers
+            .iter()
+            .any(|x| x.manager == "kubectl-edit" && x.objects == 1)
+        {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(gone, "the watch delivered the delete");
+    assert!(prod.requests().iter().all(|r| r.starts_with("GET ")));
+    prod_cache.stop();
+    fresh_cache.stop();
 }

@@ -47,7 +47,7 @@ pub enum Command {
     Blame(ownership::BlameArgs),
     /// List every field manager across a snapshot or cluster, flagging the usual strays.
     Managers(ownership::ManagersArgs),
-    /// Serve the gRPC API (predictions and ownership queries) from a snapshot.
+    /// Serve the gRPC API (predictions and ownership queries) over watched clusters or a snapshot.
     Serve(serve::ServeArgs),
     /// Run server-side-apply cases (the reference oracle's JSONL format) and print results.
     Replay(replay::ReplayArgs),

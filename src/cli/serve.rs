@@ -1,12 +1,15 @@
 //! `fieldguard serve`: the gRPC service.
 
-use super::live::LiveArgs;
-use super::{EXIT_INVALID, ExitCode, print_errors, usage_error};
+use super::{EXIT_INVALID, EXIT_UNREACHABLE, ExitCode, print_errors, usage_error};
+use crate::cache::{CacheConfig, ClusterCache};
 use crate::catalog::Catalog;
+use crate::live::cluster::{Api, ClusterOptions};
 use crate::live::snapshot::Snapshot;
 use crate::manifest::Input;
+use crate::service::Store;
 use crate::service::{self, SnapshotStore, Stores};
 use clap::Args;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -15,21 +18,49 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:50051", value_name = "ADDR")]
     pub listen: SocketAddr,
-    #[command(flatten)]
-    pub live: LiveArgs,
+    /// Serve a snapshot instead of clusters (files or directories, as for `check`).
+    #[arg(long, value_name = "PATH")]
+    pub snapshot: Vec<String>,
+    /// Kubernetes version whose built-in schemas a snapshot uses.
+    #[arg(long, value_name = "VERSION", default_value = crate::catalog::DEFAULT_KUBERNETES)]
+    pub kubernetes_version: String,
+    /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster).
+    #[arg(long, value_name = "FILE", conflicts_with = "snapshot")]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// Clusters to watch, by kubeconfig context (repeatable; requests name them; default: the
+    /// current context, named `default`).
+    #[arg(long = "context", value_name = "NAME", conflicts_with = "snapshot")]
+    pub contexts: Vec<String>,
+    /// Watch only these API groups (repeatable; `core` for the core group).
+    #[arg(long, value_name = "GROUP")]
+    pub include_group: Vec<String>,
+    /// Never watch these API groups (repeatable).
+    #[arg(long, value_name = "GROUP")]
+    pub exclude_group: Vec<String>,
+    /// Watch only these kinds (repeatable).
+    #[arg(long, value_name = "KIND")]
+    pub include_kind: Vec<String>,
+    /// Never watch these kinds (repeatable; Event is always excluded).
+    #[arg(long, value_name = "KIND")]
+    pub exclude_kind: Vec<String>,
+    /// Watch one namespace only (cluster-scoped kinds are still watched).
+    #[arg(long, value_name = "NAMESPACE")]
+    pub watch_namespace: Option<String>,
+    /// Keep whole objects of these kinds in memory (others are fetched when a prediction needs
+    /// them; repeatable).
+    #[arg(long, value_name = "KIND")]
+    pub full_kind: Vec<String>,
 }
 
 pub fn run(args: ServeArgs) -> ExitCode {
-    if args.live.snapshot.is_empty() {
-        return usage_error(
-            "serve needs --snapshot (serving a live cluster's watch-fed cache is not available yet)",
-        );
+    if args.snapshot.is_empty() {
+        return serve_clusters(args);
     }
-    let mut catalog = match Catalog::kubernetes(&args.live.kubernetes_version) {
+    let mut catalog = match Catalog::kubernetes(&args.kubernetes_version) {
         Ok(c) => c,
         Err(e) => return usage_error(&format!("--kubernetes-version: {e}")),
     };
-    let inputs: Vec<Input> = args.live.snapshot.iter().map(|s| Input::parse(s)).collect();
+    let inputs: Vec<Input> = args.snapshot.iter().map(|s| Input::parse(s)).collect();
     let snap = match Snapshot::load(&inputs, &mut std::io::stdin().lock()) {
         Ok(s) => s,
         Err(e) => return print_errors(&e),
@@ -61,6 +92,94 @@ pub fn run(args: ServeArgs) -> ExitCode {
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(EXIT_INVALID)
+        }
+    }
+}
+
+fn cache_config(args: &ServeArgs) -> CacheConfig {
+    let groups = |v: &[String]| -> Vec<String> {
+        v.iter()
+            .map(|g| {
+                if g == "core" {
+                    String::new()
+                } else {
+                    g.clone()
+                }
+            })
+            .collect()
+    };
+    let mut exclude_kinds = vec!["Event".to_string()];
+    exclude_kinds.extend(args.exclude_kind.iter().cloned());
+    CacheConfig {
+        include_groups: groups(&args.include_group),
+        exclude_groups: groups(&args.exclude_group),
+        include_kinds: args.include_kind.clone(),
+        exclude_kinds,
+        namespace: args.watch_namespace.clone(),
+        full_kinds: args.full_kind.clone(),
+        ..CacheConfig::default()
+    }
+}
+
+/// Watches the clusters and serves their caches; health turns SERVING once all have synced.
+fn serve_clusters(args: ServeArgs) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return usage_error(&format!("cannot start the runtime: {e}")),
+    };
+    let contexts: Vec<Option<String>> = if args.contexts.is_empty() {
+        vec![None]
+    } else {
+        args.contexts.iter().cloned().map(Some).collect()
+    };
+    let config = cache_config(&args);
+    let listen = args.listen;
+    let kubeconfig = args.kubeconfig.clone();
+    let result = rt.block_on(async move {
+        let mut caches = Vec::new();
+        let mut by_name: BTreeMap<String, Arc<dyn Store>> = BTreeMap::new();
+        for ctx in &contexts {
+            let opts = ClusterOptions {
+                kubeconfig: kubeconfig.clone(),
+                context: ctx.clone(),
+            };
+            let name = ctx.clone().unwrap_or_else(|| "default".into());
+            let (api, _) = Api::connect(&opts)
+                .await
+                .map_err(|e| (EXIT_UNREACHABLE, e.to_string()))?;
+            let cache = ClusterCache::start(&name, api, config.clone())
+                .await
+                .map_err(|e| (EXIT_UNREACHABLE, e.to_string()))?;
+            eprintln!("fieldguard: watching {}", cache.describe());
+            caches.push(cache.clone());
+            by_name.insert(name, cache);
+        }
+        let default = by_name.keys().next().cloned().unwrap_or_default();
+        let stores = Stores { by_name, default };
+        let ready = async move {
+            for c in &caches {
+                c.wait_synced().await;
+            }
+            eprintln!("fieldguard: initial sync complete");
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            if let Ok(addr) = rx.await {
+                eprintln!("fieldguard: listening on {addr}");
+            }
+        });
+        service::serve(listen, stores, ready, shutdown_signal(), Some(tx))
+            .await
+            .map_err(|e| (EXIT_INVALID, e.to_string()))
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err((code, e)) => {
+            eprintln!("error: {e}");
+            ExitCode::from(code)
         }
     }
 }

@@ -136,8 +136,17 @@ impl State {
 
     fn put_inner(&mut self, mut obj: Value, record: bool) {
         let key = self.key_of(&obj);
-        self.resource_version += 1;
-        obj["metadata"]["resourceVersion"] = json!(self.resource_version.to_string());
+        let own: Option<u64> = obj["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|v| v.parse().ok());
+        match own.filter(|_| !record) {
+            // Seeded objects keep their resourceVersion (the clock moves past it).
+            Some(v) => self.resource_version = self.resource_version.max(v),
+            None => {
+                self.resource_version += 1;
+                obj["metadata"]["resourceVersion"] = json!(self.resource_version.to_string());
+            }
+        }
         let kind = if self.objects.contains_key(&key) {
             "MODIFIED"
         } else {

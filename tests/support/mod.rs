@@ -1,2 +1,108 @@
 //! Test support shared by integration tests.
+#![allow(dead_code)]
+
 pub mod fake_apiserver;
+
+use fake_apiserver::{FakeApiServer, Resource, State, crd_openapi, openapi_fixture};
+use fieldguard::live::snapshot::Snapshot;
+use fieldguard::manifest::Input;
+use serde_json::Value;
+use std::path::PathBuf;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The resource types of the bundled example.
+pub fn example_resources() -> Vec<Resource> {
+    vec![
+        Resource::new("v1", "Namespace", "namespaces", false, &["status"]),
+        Resource::new("v1", "Secret", "secrets", true, &[]),
+        Resource::new("v1", "ConfigMap", "configmaps", true, &[]),
+        Resource::new("v1", "Service", "services", true, &["status"]),
+        Resource::new(
+            "apps/v1",
+            "Deployment",
+            "deployments",
+            true,
+            &["status", "scale"],
+        ),
+        Resource::new(
+            "autoscaling/v2",
+            "HorizontalPodAutoscaler",
+            "horizontalpodautoscalers",
+            true,
+            &["status"],
+        ),
+        Resource::new(
+            "cert-manager.io/v1",
+            "Certificate",
+            "certificates",
+            true,
+            &["status"],
+        ),
+        Resource::new(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            false,
+            &["status"],
+        ),
+    ]
+}
+
+/// The example's published schemas, the CRD's built as kube-apiserver publishes them.
+fn add_example_schemas(st: &mut State, crd: &Value) {
+    let core = openapi_fixture("api__v1_openapi.json");
+    st.openapi.insert(
+        "apis/cert-manager.io/v1".into(),
+        crd_openapi(crd, "v1", &core),
+    );
+    st.openapi.insert("api/v1".into(), core);
+    st.openapi.insert(
+        "apis/apps/v1".into(),
+        openapi_fixture("apis__apps__v1_openapi.json"),
+    );
+    st.openapi.insert(
+        "apis/autoscaling/v2".into(),
+        openapi_fixture("apis__autoscaling__v2_openapi.json"),
+    );
+}
+
+/// A fake cluster serving the example snapshot's objects, CRD and schemas.
+pub fn example_cluster() -> FakeApiServer {
+    let snap = Snapshot::load(
+        &[Input::Path(root().join("examples/cluster"))],
+        &mut std::io::empty(),
+    )
+    .unwrap();
+    let mut st = State::new(example_resources());
+    let mut crd = None;
+    for (_, d) in snap.objects() {
+        let text =
+            fieldguard::value::json::to_string(&d.object, fieldguard::value::json::Style::PLAIN);
+        let v: Value = serde_json::from_str(&text).unwrap();
+        if v["kind"] == "CustomResourceDefinition" {
+            crd = Some(v.clone());
+        }
+        st.seed(v);
+    }
+    add_example_schemas(&mut st, &crd.unwrap());
+    FakeApiServer::start(st)
+}
+
+/// The same types, no objects but the CRD (a fresh cluster).
+pub fn empty_example_cluster() -> FakeApiServer {
+    let snap = Snapshot::load(
+        &[Input::Path(root().join("examples/cluster/crds"))],
+        &mut std::io::empty(),
+    )
+    .unwrap();
+    let mut st = State::new(example_resources());
+    let (_, d) = snap.objects().next().unwrap();
+    let text = fieldguard::value::json::to_string(&d.object, fieldguard::value::json::Style::PLAIN);
+    let crd: Value = serde_json::from_str(&text).unwrap();
+    st.seed(crd.clone());
+    add_example_schemas(&mut st, &crd);
+    FakeApiServer::start(st)
+}
