@@ -9,50 +9,12 @@ use fieldguard::check::{self, Force, Options};
 use fieldguard::live::snapshot::Snapshot;
 use fieldguard::manifest::{self, Input};
 use fieldguard::report::{self, Format};
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const RELEASE_COPIES: usize = 167; // × 6 objects = 1,002
-const SNAPSHOT_COPIES: usize = 1_667; // × 6 objects = 10,002 (+ the CRD)
+mod common;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn generate(dir: &Path) -> (PathBuf, PathBuf) {
-    let release = std::fs::read_to_string(root().join("examples/release/checkout.yaml")).unwrap();
-    let cluster = std::fs::read_to_string(root().join("examples/cluster/shop.yaml")).unwrap();
-    let rel_dir = dir.join("release");
-    let snap_dir = dir.join("snapshot");
-    std::fs::create_dir_all(&rel_dir).unwrap();
-    std::fs::create_dir_all(snap_dir.join("crds")).unwrap();
-    std::fs::copy(
-        root().join("examples/cluster/crds/certificates.cert-manager.io.yaml"),
-        snap_dir.join("crds/certificates.cert-manager.io.yaml"),
-    )
-    .unwrap();
-    let mut out = String::new();
-    for i in 0..RELEASE_COPIES {
-        let ns = format!("shop{i}");
-        out.push_str(&release.replace("shop", &ns).replace(
-            "metadata:\n  name: ",
-            &format!("metadata:\n  namespace: {ns}\n  name: "),
-        ));
-    }
-    std::fs::write(rel_dir.join("release.yaml"), out).unwrap();
-    // The snapshot as kubectl's JSON (one List per namespace).
-    let list = fieldguard::value::yaml::parse_one(&cluster).unwrap();
-    let json = fieldguard::value::json::to_string(&list, fieldguard::value::json::Style::PLAIN);
-    for i in 0..SNAPSHOT_COPIES {
-        std::fs::write(
-            snap_dir.join(format!("ns{i:05}.json")),
-            json.replace("shop", &format!("shop{i}")),
-        )
-        .unwrap();
-    }
-    (rel_dir, snap_dir)
-}
+use common::generate;
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();

@@ -299,7 +299,7 @@ impl Store for ClusterCache {
         let entry = table
             .read()
             .objects
-            .get(&table::key(&r.namespace, &r.name))
+            .get(&*table::key(&r.namespace, &r.name))
             .cloned()?;
         if let Some(full) = &entry.full {
             return Some(full.clone());

@@ -40,7 +40,90 @@ pub struct Entry {
     pub full: Option<Arc<Value>>,
 }
 
+/// The parts of an object's metadata the cache keeps, borrowed from the event's text.
+#[derive(serde::Deserialize)]
+struct RawObject<'a> {
+    #[serde(borrow)]
+    metadata: RawMeta<'a>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawMeta<'a> {
+    #[serde(borrow, default)]
+    name: std::borrow::Cow<'a, str>,
+    #[serde(borrow, default)]
+    namespace: std::borrow::Cow<'a, str>,
+    #[serde(borrow, default)]
+    resource_version: std::borrow::Cow<'a, str>,
+    #[serde(borrow, default)]
+    labels: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default)]
+    managed_fields: Option<Vec<RawManaged<'a>>>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawManaged<'a> {
+    #[serde(borrow, default)]
+    manager: std::borrow::Cow<'a, str>,
+    #[serde(borrow, default)]
+    operation: std::borrow::Cow<'a, str>,
+    #[serde(borrow, default)]
+    api_version: std::borrow::Cow<'a, str>,
+    #[serde(borrow, default)]
+    subresource: std::borrow::Cow<'a, str>,
+    #[serde(borrow, default)]
+    time: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default, rename = "fieldsV1")]
+    fields_v1: Option<&'a serde_json::value::RawValue>,
+}
+
 impl Entry {
+    /// Reads an object's metadata straight from its JSON text (no tree is built: FieldsV1
+    /// and labels are interned as the apiserver wrote them). For metadata-only watches.
+    pub fn decode_raw(text: &str, interner: &Interner) -> Result<Entry, String> {
+        let o: RawObject = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let m = o.metadata;
+        if m.name.is_empty() {
+            return Err("no metadata.name".into());
+        }
+        let mut managed = Vec::new();
+        for (i, e) in m.managed_fields.unwrap_or_default().into_iter().enumerate() {
+            let time = match e.time.as_deref() {
+                None | Some("") => None,
+                Some(t) => Some(parse_time(t).map_err(|err| format!("managedFields[{i}].time: {err}"))?),
+            };
+            let fields = match e.fields_v1 {
+                Some(r) if r.get() != "null" => r.get(),
+                _ => "{}",
+            };
+            managed.push(ManagedEntry {
+                head: interner.head(EntryHead {
+                    manager: e.manager.into(),
+                    operation: e.operation.into(),
+                    api_version: e.api_version.into(),
+                    subresource: e.subresource.into(),
+                }),
+                fields: interner.text(fields),
+                time,
+            });
+        }
+        let labels = m
+            .labels
+            .map(|r| r.get())
+            .filter(|l| *l != "null" && *l != "{}")
+            .map(|l| interner.text(l));
+        Ok(Entry {
+            name: m.name.into(),
+            namespace: interner.text(&m.namespace),
+            resource_version: m.resource_version.into(),
+            labels,
+            managed: managed.into_boxed_slice(),
+            full: None,
+        })
+    }
+
     /// Reads an object (full or `PartialObjectMetadata`); `keep_full` keeps its content.
     pub fn decode(obj: Value, keep_full: bool, interner: &Interner) -> Result<Entry, String> {
         let meta = obj
@@ -172,8 +255,9 @@ pub fn key(namespace: &str, name: &str) -> Box<str> {
 /// A table's content: objects and the manager index.
 #[derive(Debug, Default)]
 pub struct TableData {
-    pub objects: HashMap<Box<str>, Arc<Entry>>,
-    pub by_manager: HashMap<Box<str>, HashSet<Box<str>>>,
+    pub objects: HashMap<Arc<str>, Arc<Entry>>,
+    /// Manager name → keys of the objects it has entries on (keys shared with `objects`).
+    pub by_manager: HashMap<Box<str>, HashSet<Arc<str>>>,
 }
 
 impl TableData {
@@ -186,16 +270,17 @@ impl TableData {
         t
     }
 
-    fn index(&mut self, k: &str, e: &Entry, add: bool) {
+    fn index(&mut self, k: &Arc<str>, e: &Entry, add: bool) {
         for m in e.managed.iter() {
             let name = &m.head.manager;
             if add {
-                self.by_manager
-                    .entry(name.clone())
-                    .or_default()
-                    .insert(k.into());
+                if let Some(set) = self.by_manager.get_mut(name) {
+                    set.insert(k.clone());
+                } else {
+                    self.by_manager.insert(name.clone(), [k.clone()].into());
+                }
             } else if let Some(set) = self.by_manager.get_mut(name) {
-                set.remove(k);
+                set.remove(&**k);
                 if set.is_empty() {
                     self.by_manager.remove(name);
                 }
@@ -205,9 +290,9 @@ impl TableData {
 
     /// Adds or replaces an object.
     pub fn upsert(&mut self, e: Entry) {
-        let k = e.key();
-        if let Some(old) = self.objects.remove(&k) {
-            self.index(&k, &old, false);
+        let k: Arc<str> = Arc::from(e.key());
+        if let Some((old_k, old)) = self.objects.remove_entry(&k) {
+            self.index(&old_k, &old, false);
         }
         self.index(&k, &e, true);
         self.objects.insert(k, Arc::new(e));
@@ -216,8 +301,8 @@ impl TableData {
     /// Removes an object.
     pub fn remove(&mut self, namespace: &str, name: &str) {
         let k = key(namespace, name);
-        if let Some(old) = self.objects.remove(&k) {
-            self.index(&k, &old, false);
+        if let Some((old_k, old)) = self.objects.remove_entry(&*k) {
+            self.index(&old_k, &old, false);
         }
     }
 }

@@ -7,7 +7,7 @@
 use super::ClusterCache;
 use super::table::{Entry, Table, TableData};
 use crate::live::cluster::ServedResource;
-use crate::value::{Value, json};
+use crate::value::json;
 use futures::AsyncBufReadExt;
 use futures::StreamExt;
 use std::sync::Arc;
@@ -97,14 +97,38 @@ async fn sleep_or_stop(
     }
 }
 
-/// Lists every object (page by page) and swaps the table; returns the list's resourceVersion.
-async fn list(cache: &ClusterCache, table: &Table, base: &str) -> Result<String, String> {
-    let accept = if table.full {
-        "application/json"
+#[derive(serde::Deserialize)]
+struct RawList<'a> {
+    #[serde(borrow, default)]
+    items: Vec<&'a serde_json::value::RawValue>,
+    #[serde(default)]
+    metadata: ListMeta,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct ListMeta {
+    #[serde(default)]
+    resource_version: String,
+    #[serde(default, rename = "continue")]
+    cont: String,
+}
+
+/// Decodes one object of a table (metadata straight from the text; full objects as trees).
+fn decode(table: &Table, text: &str, interner: &super::Interner) -> Result<Entry, String> {
+    if table.full {
+        let v = json::parse(text.as_bytes()).map_err(|e| e.to_string())?;
+        Entry::decode(v, true, interner)
     } else {
-        METADATA_LIST
-    };
-    let mut entries = Vec::new();
+        Entry::decode_raw(text, interner)
+    }
+}
+
+/// Lists every object (page by page) into a new table, swapped in whole at the end; returns the
+/// list's resourceVersion.
+async fn list(cache: &ClusterCache, table: &Table, base: &str) -> Result<String, String> {
+    let accept = if table.full { "application/json" } else { METADATA_LIST };
+    let mut data = TableData::default();
     let mut cont = String::new();
     let rv = loop {
         let mut url = format!("{base}?limit=500");
@@ -114,33 +138,25 @@ async fn list(cache: &ClusterCache, table: &Table, base: &str) -> Result<String,
         }
         let page = cache
             .api
-            .get_with_accept(&url, accept)
+            .get_text(&url, accept)
             .await
             .map_err(|e| e.to_string())?
             .ok_or_else(|| format!("{base}: not found"))?;
-        let Value::Map(mut m) = page else {
-            return Err(format!("{base}: list is not an object"));
-        };
-        let items = match m.remove("items") {
-            Some(Value::List(items)) => items,
-            _ => Vec::new(),
-        };
-        for item in items {
-            match Entry::decode(item, table.full, &cache.interner) {
-                Ok(e) => entries.push(e),
+        let list: RawList = serde_json::from_str(&page).map_err(|e| format!("{base}: {e}"))?;
+        for item in list.items {
+            match decode(table, item.get(), &cache.interner) {
+                Ok(e) => data.upsert(e),
                 Err(_) => {
                     cache.stats.skipped.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }
-        let meta = m.get("metadata");
-        let s = |k: &str| meta.and_then(|x| x.str_at(&[k])).unwrap_or("").to_string();
-        cont = s("continue");
+        cont = list.metadata.cont;
         if cont.is_empty() {
-            break s("resourceVersion");
+            break list.metadata.resource_version;
         }
     };
-    table.replace(TableData::from_entries(entries));
+    table.replace(data);
     cache.interner.sweep();
     Ok(rv)
 }
@@ -199,56 +215,67 @@ pub(crate) fn apply_event(cache: &ClusterCache, table: &Table, line: &[u8]) -> A
     apply_event_to(&cache.interner, &cache.stats, table, line)
 }
 
+#[derive(serde::Deserialize)]
+struct RawEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    object: &'a serde_json::value::RawValue,
+}
+
+#[derive(serde::Deserialize)]
+struct RawIdentity<'a> {
+    #[serde(borrow, default)]
+    metadata: RawIdentityMeta<'a>,
+    #[serde(default)]
+    code: i64,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct RawIdentityMeta<'a> {
+    #[serde(borrow, default)]
+    name: std::borrow::Cow<'a, str>,
+    #[serde(borrow, default)]
+    namespace: std::borrow::Cow<'a, str>,
+    #[serde(borrow, default)]
+    resource_version: std::borrow::Cow<'a, str>,
+}
+
+/// Applies one watch event (a JSON line) to a table: ADDED/MODIFIED upsert, DELETED removes,
+/// BOOKMARK only advances the resourceVersion, ERROR 410 asks for a relist. Undecodable
+/// objects are skipped and counted.
 pub fn apply_event_to(
     interner: &super::Interner,
     stats: &super::Stats,
     table: &Table,
     line: &[u8],
 ) -> Applied {
-    let Ok(Value::Map(mut ev)) = json::parse(line) else {
+    let parsed = std::str::from_utf8(line)
+        .ok()
+        .and_then(|t| serde_json::from_str::<RawEvent>(t).ok());
+    let Some(ev) = parsed else {
         stats.skipped.fetch_add(1, Ordering::Relaxed);
         return Applied::Skipped;
     };
-    let kind = ev
-        .get("type")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    let Some(obj) = ev.remove("object") else {
+    let Ok(id) = serde_json::from_str::<RawIdentity>(ev.object.get()) else {
         stats.skipped.fetch_add(1, Ordering::Relaxed);
         return Applied::Skipped;
     };
-    let rv = obj
-        .str_at(&["metadata", "resourceVersion"])
-        .unwrap_or("")
-        .to_string();
-    match kind.as_str() {
+    let rv = id.metadata.resource_version.to_string();
+    match &*ev.kind {
         "BOOKMARK" => Applied::Version(rv),
-        "ERROR" => {
-            let code = match obj.get_path(&["code"]) {
-                Some(Value::Int(c)) => *c,
-                _ => 0,
-            };
-            if code == 410 {
-                Applied::Gone
-            } else {
-                Applied::Skipped
-            }
-        }
+        "ERROR" if id.code == 410 => Applied::Gone,
+        "ERROR" => Applied::Skipped,
         "ADDED" | "MODIFIED" | "DELETED" => {
-            let ns = obj
-                .str_at(&["metadata", "namespace"])
-                .unwrap_or("")
-                .to_string();
-            let name = obj.str_at(&["metadata", "name"]).unwrap_or("").to_string();
-            if kind == "DELETED" {
-                table.write().remove(&ns, &name);
+            if ev.kind == "DELETED" {
+                table.write().remove(&id.metadata.namespace, &id.metadata.name);
             } else {
-                match Entry::decode(obj, table.full, interner) {
+                match decode(table, ev.object.get(), interner) {
                     Ok(e) => table.write().upsert(e),
+                    // Still advance: the event was received.
                     Err(_) => {
                         stats.skipped.fetch_add(1, Ordering::Relaxed);
-                        // Still advance: the event was received.
                     }
                 }
             }

@@ -497,6 +497,17 @@ impl Api {
         path: &str,
         accept: &str,
     ) -> Result<Option<Value>, ClusterError> {
+        let Some(text) = self.get_text(path, accept).await? else {
+            return Ok(None);
+        };
+        // Objects are bounded by the apiserver; schema documents are larger (a few MiB).
+        json::parse_limited(text.as_bytes(), 16 * MAX_DOCUMENT_BYTES)
+            .map(Some)
+            .map_err(|e| ClusterError(format!("cluster {}: GET {path}: {e}", self.url)))
+    }
+
+    /// GETs the text at `path`; `None` on 404.
+    pub async fn get_text(&self, path: &str, accept: &str) -> Result<Option<String>, ClusterError> {
         let req = http::Request::get(path)
             .header(http::header::ACCEPT, accept)
             .body(Vec::new())
@@ -509,7 +520,7 @@ impl Api {
         &self,
         path: &str,
         req: http::Request<Vec<u8>>,
-    ) -> Result<Option<Value>, ClusterError> {
+    ) -> Result<Option<String>, ClusterError> {
         let res = tokio::time::timeout(REQUEST_TIMEOUT, self.client.request_text(req)).await;
         let text = match res {
             Err(_) => {
@@ -534,10 +545,7 @@ impl Api {
             }
             Ok(Ok(t)) => t,
         };
-        // Objects are bounded by the apiserver; schema documents are larger (a few MiB).
-        json::parse_limited(text.as_bytes(), 16 * MAX_DOCUMENT_BYTES)
-            .map(Some)
-            .map_err(|e| ClusterError(format!("cluster {}: GET {path}: {e}", self.url)))
+        Ok(Some(text))
     }
 }
 

@@ -1,0 +1,131 @@
+//! The ownership cache at scale: 100,000 same-shaped Pods (300 ReplicaSets in 20 namespaces)
+//! arriving as a synthetic metadata-only watch stream — ingest rate (decode + index), memory
+//! per cached object in steady state, and the peak during a full relist (the new table is built
+//! while the old one still serves). Run: `cargo bench --bench cache`.
+
+use fieldguard::cache::table::{Entry, Table, TableData};
+use fieldguard::cache::{Interner, Stats, apply_event_to};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+/// Counts live and peak heap bytes.
+struct Counting;
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(l) };
+        if !p.is_null() {
+            let now = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) };
+        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+const PODS: usize = 100_000;
+const REPLICASETS: usize = 300;
+
+/// A Pod as a metadata-only watch event (what the cache's watches receive).
+fn pod_event(i: usize, rv: usize) -> String {
+    let rs = i % REPLICASETS;
+    let ns = format!("team-{}", rs % 20);
+    let hash = format!("{:010x}", rs * 7919 + 12345);
+    let app = format!("svc-{rs}");
+    let name = format!("{app}-{hash}-{:05x}", i);
+    let ip = format!("10.{}.{}.{}", (i >> 16) & 255, (i >> 8) & 255, i & 255);
+    let rs_uid = format!("6f1c7a52-3e0b-4d8e-9a61-{:012x}", rs);
+    format!(
+        concat!(
+            r#"{{"type":"ADDED","object":{{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{{"#,
+            r#""name":"{name}","generateName":"{app}-{hash}-","namespace":"{ns}","uid":"{uid}","resourceVersion":"{rv}","creationTimestamp":"2026-11-20T10:00:00Z","#,
+            r#""labels":{{"app":"{app}","pod-template-hash":"{hash}"}},"#,
+            r#""ownerReferences":[{{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"{app}-{hash}","uid":"{rsuid}","controller":true,"blockOwnerDeletion":true}}],"#,
+            r#""managedFields":["#,
+            r#"{{"manager":"kube-controller-manager","operation":"Update","apiVersion":"v1","time":"2026-11-20T10:00:00Z","fieldsType":"FieldsV1","fieldsV1":{{"f:metadata":{{"f:generateName":{{}},"f:labels":{{".":{{}},"f:app":{{}},"f:pod-template-hash":{{}}}},"f:ownerReferences":{{".":{{}},"k:{{\"uid\":\"{rsuid}\"}}":{{}}}}}},"f:spec":{{"f:containers":{{"k:{{\"name\":\"app\"}}":{{".":{{}},"f:image":{{}},"f:imagePullPolicy":{{}},"f:name":{{}},"f:ports":{{".":{{}},"k:{{\"containerPort\":8080,\"protocol\":\"TCP\"}}":{{".":{{}},"f:containerPort":{{}},"f:name":{{}},"f:protocol":{{}}}}}},"f:resources":{{".":{{}},"f:requests":{{".":{{}},"f:cpu":{{}},"f:memory":{{}}}}}}}}}},"f:dnsPolicy":{{}},"f:enableServiceLinks":{{}},"f:restartPolicy":{{}},"f:schedulerName":{{}},"f:securityContext":{{}},"f:terminationGracePeriodSeconds":{{}}}}}}}},"#,
+            r#"{{"manager":"kubelet","operation":"Update","apiVersion":"v1","time":"2026-11-20T10:00:07Z","fieldsType":"FieldsV1","fieldsV1":{{"f:status":{{"f:conditions":{{"k:{{\"type\":\"ContainersReady\"}}":{{".":{{}},"f:lastProbeTime":{{}},"f:lastTransitionTime":{{}},"f:status":{{}},"f:type":{{}}}},"k:{{\"type\":\"Initialized\"}}":{{".":{{}},"f:lastProbeTime":{{}},"f:lastTransitionTime":{{}},"f:status":{{}},"f:type":{{}}}},"k:{{\"type\":\"Ready\"}}":{{".":{{}},"f:lastProbeTime":{{}},"f:lastTransitionTime":{{}},"f:status":{{}},"f:type":{{}}}}}},"f:containerStatuses":{{}},"f:hostIP":{{}},"f:hostIPs":{{}},"f:phase":{{}},"f:podIP":{{}},"f:podIPs":{{".":{{}},"k:{{\"ip\":\"{ip}\"}}":{{".":{{}},"f:ip":{{}}}}}},"f:startTime":{{}}}}}},"subresource":"status"}}"#,
+            r#"]}}}}}}"#
+        ),
+        name = name,
+        app = app,
+        hash = hash,
+        ns = ns,
+        uid = format!("{:08x}-0000-4000-8000-{:012x}", i, i),
+        rv = rv,
+        rsuid = rs_uid,
+        ip = ip,
+    )
+}
+
+fn mib(b: usize) -> f64 {
+    b as f64 / (1024.0 * 1024.0)
+}
+
+fn main() {
+    let events: Vec<String> = (0..PODS).map(|i| pod_event(i, 1000 + i)).collect();
+    let bytes: usize = events.iter().map(|e| e.len()).sum();
+    let interner = Interner::default();
+    let stats = Stats::default();
+    let table = Table::new("v1", "Pod", false);
+
+    // Ingest: decode + index, one event at a time as the watch applies them.
+    let base = LIVE.load(Ordering::Relaxed);
+    let t = Instant::now();
+    for e in &events {
+        apply_event_to(&interner, &stats, &table, e.as_bytes());
+    }
+    let ingest = t.elapsed();
+    let steady = LIVE.load(Ordering::Relaxed) - base;
+    assert_eq!(table.read().objects.len(), PODS);
+    println!(
+        "cache: {PODS} Pods from {REPLICASETS} ReplicaSets, metadata-only watch events ({:.0} bytes each on average)",
+        bytes as f64 / PODS as f64
+    );
+    println!(
+        "  ingest (decode + index): {:.0} events/s ({:.2} s for {PODS}; {:.0} MB/s) — target ≥ 50,000 events/s",
+        PODS as f64 / ingest.as_secs_f64(),
+        ingest.as_secs_f64(),
+        bytes as f64 / ingest.as_secs_f64() / 1e6
+    );
+    println!(
+        "  steady-state memory: {:.1} MiB = {:.0} bytes per cached object (interned strings: {}) — target ≤ 2,048",
+        mib(steady),
+        steady as f64 / PODS as f64,
+        interner.len()
+    );
+
+    // Relist: the whole list decoded into a new table while the old one serves, then swapped.
+    PEAK.store(LIVE.load(Ordering::Relaxed), Ordering::Relaxed);
+    let before = LIVE.load(Ordering::Relaxed);
+    let t = Instant::now();
+    // As the cache's list does: page items decoded straight into the new table.
+    let mut data = TableData::default();
+    for i in 0..events.len() {
+        let line = pod_event(i, 500_000 + i);
+        let start = line.find(r#""object":"#).unwrap() + r#""object":"#.len();
+        let object = &line[start..line.len() - 1];
+        data.upsert(Entry::decode_raw(object, &interner).unwrap());
+    }
+    table.replace(data);
+    interner.sweep();
+    let relist = t.elapsed();
+    let peak = PEAK.load(Ordering::Relaxed) - base;
+    let after = LIVE.load(Ordering::Relaxed) - base;
+    println!(
+        "  relist of {PODS}: {:.2} s; peak {:.1} MiB = {:.2}× steady state (after: {:.1} MiB; before: {:.1} MiB) — target ≤ 1.5×",
+        relist.as_secs_f64(),
+        mib(peak),
+        peak as f64 / steady as f64,
+        mib(after),
+        mib(before - base)
+    );
+}
