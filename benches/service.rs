@@ -44,7 +44,8 @@ async fn start(store: Arc<SnapshotStore>) -> AnalysisClient<tonic::transport::Ch
 
 /// The bundled release's Deployment alone.
 fn one_deployment() -> Vec<u8> {
-    let text = std::fs::read_to_string(common::root().join("examples/release/checkout.yaml")).unwrap();
+    let text =
+        std::fs::read_to_string(common::root().join("examples/release/checkout.yaml")).unwrap();
     let doc = text
         .split("\n---\n")
         .find(|d| d.contains("kind: Deployment"))
@@ -76,7 +77,11 @@ async fn main() {
     };
     // Warm up.
     for _ in 0..200 {
-        client.clone().predict_conflicts(request.clone()).await.unwrap();
+        client
+            .clone()
+            .predict_conflicts(request.clone())
+            .await
+            .unwrap();
     }
     let total = RATE * SECONDS;
     let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / RATE));
@@ -136,7 +141,12 @@ async fn main() {
     let mut objects = 0;
     for _ in 0..5 {
         let t = Instant::now();
-        let r = client.clone().predict_conflicts(big.clone()).await.unwrap().into_inner();
+        let r = client
+            .clone()
+            .predict_conflicts(big.clone())
+            .await
+            .unwrap()
+            .into_inner();
         times.push(t.elapsed());
         objects = r.clusters[0].objects.len();
     }

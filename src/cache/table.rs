@@ -92,7 +92,9 @@ impl Entry {
         for (i, e) in m.managed_fields.unwrap_or_default().into_iter().enumerate() {
             let time = match e.time.as_deref() {
                 None | Some("") => None,
-                Some(t) => Some(parse_time(t).map_err(|err| format!("managedFields[{i}].time: {err}"))?),
+                Some(t) => {
+                    Some(parse_time(t).map_err(|err| format!("managedFields[{i}].time: {err}"))?)
+                }
             };
             let fields = match e.fields_v1 {
                 Some(r) if r.get() != "null" => r.get(),

@@ -127,7 +127,11 @@ fn decode(table: &Table, text: &str, interner: &super::Interner) -> Result<Entry
 /// Lists every object (page by page) into a new table, swapped in whole at the end; returns the
 /// list's resourceVersion.
 async fn list(cache: &ClusterCache, table: &Table, base: &str) -> Result<String, String> {
-    let accept = if table.full { "application/json" } else { METADATA_LIST };
+    let accept = if table.full {
+        "application/json"
+    } else {
+        METADATA_LIST
+    };
     let mut data = TableData::default();
     let mut cont = String::new();
     let rv = loop {
@@ -269,7 +273,9 @@ pub fn apply_event_to(
         "ERROR" => Applied::Skipped,
         "ADDED" | "MODIFIED" | "DELETED" => {
             if ev.kind == "DELETED" {
-                table.write().remove(&id.metadata.namespace, &id.metadata.name);
+                table
+                    .write()
+                    .remove(&id.metadata.namespace, &id.metadata.name);
             } else {
                 match decode(table, ev.object.get(), interner) {
                     Ok(e) => table.write().upsert(e),

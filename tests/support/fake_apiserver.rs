@@ -99,6 +99,8 @@ pub struct State {
     pub compacted: u64,
     /// While true, watch requests fail with 503 (an outage).
     pub refuse_watches: bool,
+    /// Delay before each event of watches opened while set (a slow stream).
+    pub slow: Option<std::time::Duration>,
     events: Vec<Event>,
     watchers: Vec<Watcher>,
 }
@@ -599,8 +601,15 @@ fn watch(
             tx,
         });
     }
-    let stream = tokio_stream::wrappers::UnboundedReceiverStream::new(rx)
-        .map(|b| Ok::<_, std::convert::Infallible>(Frame::data(b)));
+    let events = tokio_stream::wrappers::UnboundedReceiverStream::new(rx);
+    let events: std::pin::Pin<Box<dyn futures::Stream<Item = Bytes> + Send + Sync>> = match s.slow {
+        Some(d) => Box::pin(futures::StreamExt::then(events, move |b| async move {
+            tokio::time::sleep(d).await;
+            b
+        })),
+        None => Box::pin(events),
+    };
+    let stream = events.map(|b| Ok::<_, std::convert::Infallible>(Frame::data(b)));
     Response::builder()
         .status(StatusCode::OK)
         .header("content-type", "application/json")
