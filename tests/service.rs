@@ -556,6 +556,22 @@ async fn predictions_over_watched_clusters_equal_the_snapshot_and_span_clusters(
             .iter()
             .any(|x| x.manager == "kubectl-edit" && x.objects == 2)
     );
+    // ManagedBy over the cache's manager index.
+    let mut st = o
+        .managed_by(pb::ManagedByRequest {
+            manager: "kubectl-edit".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut kinds = Vec::new();
+    while let Some(m) = st.message().await.unwrap() {
+        assert!(!m.resource_version.is_empty());
+        kinds.push(m.object.unwrap().kind);
+    }
+    kinds.sort();
+    assert_eq!(kinds, ["Deployment", "Secret"]);
     // A change in the cluster reaches the cache.
     {
         let mut st = prod.state.lock().unwrap();

@@ -347,4 +347,24 @@ impl Store for ClusterCache {
     fn describe(&self) -> String {
         format!("cluster {} ({})", self.name, self.api.url())
     }
+
+    fn managed_by(&self, manager: &str) -> Vec<(ObjectRef, Stored)> {
+        let mut out = Vec::new();
+        for t in self.tables() {
+            let data = t.read();
+            let Some(keys) = data.by_manager.get(manager) else {
+                continue;
+            };
+            for k in keys {
+                if let Some(e) = data.objects.get(k) {
+                    out.push((
+                        t.object_ref(e),
+                        Arc::new(e.to_value(&t.api_version, &t.kind)),
+                    ));
+                }
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
 }

@@ -237,7 +237,16 @@ impl Ownership for OwnershipService {
         }
         let items = blocking(move || {
             let mut out = Vec::new();
-            for (r, obj, m) in selected_managed(&*store, &req.selector) {
+            let candidates: Vec<_> = store
+                .managed_by(&req.manager)
+                .into_iter()
+                .filter(|(r, obj)| selected(&req.selector, r, obj))
+                .filter_map(|(r, obj)| {
+                    let m = managed_of(&obj).ok()?;
+                    Some((r, obj, m))
+                })
+                .collect();
+            for (r, obj, m) in candidates {
                 let mut entries = Vec::new();
                 let mut paths = BTreeSet::new();
                 for (key, vs) in m.fields.iter() {

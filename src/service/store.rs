@@ -23,6 +23,17 @@ pub trait Store: Send + Sync + 'static {
     fn all(&self) -> Vec<(ObjectRef, Stored)>;
     /// `snapshot examples/cluster`, `cluster https://…`.
     fn describe(&self) -> String;
+    /// The objects a manager has entries on (an index where the store keeps one).
+    fn managed_by(&self, manager: &str) -> Vec<(ObjectRef, Stored)> {
+        self.all()
+            .into_iter()
+            .filter(|(_, o)| {
+                o.get_path(&["metadata", "managedFields"])
+                    .and_then(Value::as_list)
+                    .is_some_and(|l| l.iter().any(|e| e.str_at(&["manager"]) == Some(manager)))
+            })
+            .collect()
+    }
 }
 
 /// A snapshot served as it is.
