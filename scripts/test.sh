@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test suite: formatting, lints, unit and property tests, and the differential tests
-# against the reference oracle (all reference cases plus freshly generated random cases).
+# against the reference oracle (all reference cases plus freshly generated random cases),
+# then the Dockerfile and Helm chart checks (scripts/chart-check.sh).
 #
 #   FIELDGUARD_DIFF_CASES   random cases per run (default 10000)
 #   FIELDGUARD_DIFF_SEED    seed (default: derived from the clock, printed)
@@ -14,3 +15,4 @@ export FIELDGUARD_SHARED=${FIELDGUARD_SHARED:-$PWD/../shared}
 cargo fmt --all -- --check
 cargo clippy --all-targets --release -- -D warnings
 cargo test --release -- --show-output 2>&1 | grep -v '^---- .* stdout ----$' | grep -v '^successes:$'
+scripts/chart-check.sh

@@ -104,6 +104,13 @@ async fn health_turns_serving_when_ready_and_reflection_lists_the_api() {
     };
     let st = health.check(ask("")).await.unwrap().into_inner().status;
     assert_eq!(st, ServingStatus::NotServing as i32);
+    let st = health
+        .check(ask("liveness"))
+        .await
+        .unwrap()
+        .into_inner()
+        .status;
+    assert_eq!(st, ServingStatus::Serving as i32, "alive before ready");
     s.ready.take().unwrap().send(()).unwrap();
     let mut serving = false;
     for _ in 0..100 {

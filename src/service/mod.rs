@@ -111,6 +111,11 @@ pub async fn serve_on(
     reporter
         .set_service_status("", tonic_health::ServingStatus::NotServing)
         .await;
+    // Liveness (the process answers) is separate from readiness (the initial sync is done), so
+    // a long first sync never gets the pod restarted.
+    reporter
+        .set_service_status("liveness", tonic_health::ServingStatus::Serving)
+        .await;
     tokio::spawn(async move {
         ready.await;
         reporter

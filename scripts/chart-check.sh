@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Lints the Dockerfile (hadolint) and the Helm chart (helm lint), renders the chart with its
+# default values and with every option set (helm-chart/fieldguard/ci/full-values.yaml),
+# validates the output against the Kubernetes schemas (kubernetes-validate, strict) and with
+# fieldguard itself (the manifests must be appliable), and checks that values.schema.json
+# rejects bad values. Tools come from scripts/setup.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+helm=.tools/helm
+venv=.venv/bin
+chart=helm-chart/fieldguard
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+"$venv/hadolint" Dockerfile
+"$helm" lint --strict "$chart"
+"$helm" lint --strict "$chart" -f "$chart/ci/full-values.yaml"
+"$helm" template fieldguard "$chart" --namespace platform > "$out/default.yaml"
+"$helm" template fieldguard "$chart" --namespace platform -f "$chart/ci/full-values.yaml" > "$out/full.yaml"
+"$venv/kubernetes-validate" --strict --quiet -k 1.33.0 "$out/default.yaml" "$out/full.yaml"
+for f in default full; do
+  cargo run --quiet --release -- check --snapshot examples/cluster --field-manager helm \
+    -n platform -o json "$out/$f.yaml" > "$out/$f.json"
+done
+printf 'grpcPort: "not a port"\n' > "$out/bad.yaml"
+if "$helm" template fieldguard "$chart" -f "$out/bad.yaml" > /dev/null 2>&1; then
+  echo "chart-check: values.schema.json accepted a bad value" >&2
+  exit 1
+fi
+echo "chart-check: Dockerfile and chart ok" >&2
