@@ -4,7 +4,6 @@
 mod support;
 
 use fieldguard::cache::{CacheConfig, ClusterCache};
-use fieldguard::live::cluster::{Api, ClusterOptions};
 use fieldguard::service::Store;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -50,19 +49,7 @@ fn deployment(ns: &str, name: &str, replicas: u64) -> Value {
 
 async fn start(st: State) -> (FakeApiServer, Arc<ClusterCache>) {
     let server = FakeApiServer::start(st);
-    let dir = std::env::temp_dir().join(format!(
-        "fieldguard-cache-{}-{}",
-        std::process::id(),
-        server.addr.port()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kc = server.kubeconfig(&dir, "default");
-    let (api, _) = Api::connect(&ClusterOptions {
-        kubeconfig: Some(kc),
-        context: Some("fake".into()),
-    })
-    .await
-    .unwrap();
+    let api = server.api("default").await;
     let config = CacheConfig {
         backoff: Duration::from_millis(5),
         watch_timeout_secs: 30,

@@ -5,7 +5,6 @@ mod support;
 
 use fieldguard::cache::{CacheConfig, ClusterCache};
 use fieldguard::catalog::{Catalog, DEFAULT_KUBERNETES};
-use fieldguard::live::cluster::{Api, ClusterOptions};
 use fieldguard::live::snapshot::Snapshot;
 use fieldguard::manifest::Input;
 use fieldguard::service::proto::{
@@ -470,19 +469,7 @@ async fn cache_of(
     server: &support::fake_apiserver::FakeApiServer,
     name: &str,
 ) -> Arc<ClusterCache> {
-    let dir = std::env::temp_dir().join(format!(
-        "fieldguard-svc-{}-{}",
-        std::process::id(),
-        server.addr.port()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kc = server.kubeconfig(&dir, "shop");
-    let (api, _) = Api::connect(&ClusterOptions {
-        kubeconfig: Some(kc),
-        context: Some("fake".into()),
-    })
-    .await
-    .unwrap();
+    let api = server.api("shop").await;
     let cache = ClusterCache::start(name, api, CacheConfig::default())
         .await
         .unwrap();

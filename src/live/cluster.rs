@@ -462,6 +462,11 @@ impl Api {
         Ok(out)
     }
 
+    /// The client (for requests this module does not wrap).
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+
     /// The apiserver's URL.
     pub fn url(&self) -> &str {
         &self.url
@@ -549,7 +554,8 @@ impl Api {
     }
 }
 
-fn percent_encode(s: &str) -> String {
+/// Percent-encodes a query parameter value.
+pub fn percent_encode(s: &str) -> String {
     let mut out = String::new();
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {

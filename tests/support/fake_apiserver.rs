@@ -305,6 +305,25 @@ impl FakeApiServer {
         p
     }
 
+    /// A client of this server (context `fake`, default namespace `ns`).
+    pub async fn api(&self, ns: &str) -> fieldguard::live::cluster::Api {
+        let dir = std::env::temp_dir().join(format!(
+            "fieldguard-fake-{}-{}",
+            std::process::id(),
+            self.addr.port()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kc = self.kubeconfig(&dir, ns);
+        let opts = fieldguard::live::cluster::ClusterOptions {
+            kubeconfig: Some(kc),
+            context: Some("fake".into()),
+        };
+        fieldguard::live::cluster::Api::connect(&opts)
+            .await
+            .unwrap()
+            .0
+    }
+
     pub fn requests(&self) -> Vec<String> {
         self.state.lock().unwrap().requests.clone()
     }
@@ -346,9 +365,30 @@ async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body
         .filter_map(|kv| kv.split_once('='))
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    let _ = req.into_body().collect().await;
+    let content_type = req
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
     let mut s = st.lock().unwrap();
     s.requests.push(format!("{method} {path}"));
+    if method == hyper::Method::PATCH {
+        if content_type != "application/apply-patch+yaml" {
+            return status(
+                415,
+                "UnsupportedMediaType",
+                format!("unsupported patch type {content_type:?}"),
+            );
+        }
+        return apply_patch(&mut s, &path, &query, &body);
+    }
     if method != hyper::Method::GET {
         return status(
             405,
@@ -615,4 +655,155 @@ fn watch(
         .header("content-type", "application/json")
         .body(BodyExt::boxed(StreamBody::new(stream)))
         .unwrap()
+}
+
+/// Server-side apply, with fieldguard's engine doing the merge (the fake tests the protocol
+/// around it: query parameters, preconditions, Status bodies, dry runs).
+fn apply_patch(
+    s: &mut State,
+    path: &str,
+    query: &BTreeMap<String, String>,
+    body: &[u8],
+) -> Response<Body> {
+    use fieldguard::catalog::{Catalog, DEFAULT_KUBERNETES};
+    use fieldguard::managedfields::{Prepared, entries_to_value};
+    use fieldguard::predict::{self, ApplyRequest, ForcePolicy, Verdict};
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let (group, rest): (&str, &[&str]) = match parts.as_slice() {
+        ["api", _, rest @ ..] => ("", rest),
+        ["apis", g, _, rest @ ..] => (*g, rest),
+        _ => {
+            return status(
+                404,
+                "NotFound",
+                "the server could not find the requested resource".into(),
+            );
+        }
+    };
+    let (ns, plural, name) = match rest {
+        ["namespaces", ns, plural, name] => (*ns, *plural, *name),
+        [plural, name] => ("", *plural, *name),
+        _ => return status(405, "MethodNotAllowed", "apply needs an object URL".into()),
+    };
+    let manager = query.get("fieldManager").cloned().unwrap_or_default();
+    if manager.is_empty() {
+        return status(
+            400,
+            "BadRequest",
+            "PATCH with apply requires fieldManager".into(),
+        );
+    }
+    let force = query.get("force").is_some_and(|v| v == "true");
+    let dry_run = query.get("dryRun").is_some_and(|v| v == "All");
+    let Ok(text) = std::str::from_utf8(body) else {
+        return status(400, "BadRequest", "body is not UTF-8".into());
+    };
+    let config = match fieldguard::value::yaml::parse_one(text) {
+        Ok(v) => v,
+        Err(e) => return status(400, "BadRequest", format!("error decoding YAML: {e}")),
+    };
+    let key: Key = (
+        group.to_string(),
+        plural.to_string(),
+        ns.to_string(),
+        name.to_string(),
+    );
+    let live = s.objects.get(&key).cloned();
+    if let (Some(want), Some(l)) = (config.str_at(&["metadata", "resourceVersion"]), &live)
+        && l["metadata"]["resourceVersion"].as_str() != Some(want)
+    {
+        return status(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {plural}.{group} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+            ),
+        );
+    }
+    let catalog = Catalog::kubernetes(DEFAULT_KUBERNETES).unwrap();
+    let info = match catalog.lookup(
+        config.str_at(&["apiVersion"]).unwrap_or(""),
+        config.str_at(&["kind"]).unwrap_or(""),
+    ) {
+        Ok(i) => i,
+        Err(e) => return status(400, "BadRequest", e.to_string()),
+    };
+    let live_v = live
+        .as_ref()
+        .map(|l| fieldguard::value::json::parse_str(&l.to_string()).unwrap());
+    let prepared = match live_v
+        .as_ref()
+        .map(|l| Prepared::new(&info.schema, &info.type_ref, l))
+    {
+        Some(Ok(p)) => Some(p),
+        Some(Err(e)) => return status(500, "InternalError", e.to_string()),
+        None => None,
+    };
+    let p = predict::predict(&ApplyRequest {
+        schema: &info.schema,
+        type_ref: &info.type_ref,
+        live: prepared.as_ref(),
+        config: &config,
+        manager: &manager,
+        force: if force {
+            ForcePolicy::All
+        } else {
+            ForcePolicy::None
+        },
+        subresource: "",
+        reset_fields: &info.reset_fields,
+        now: 1_800_000_000,
+    });
+    match p.verdict {
+        Verdict::Conflict => {
+            let body = fieldguard::value::json::to_string(
+                p.status.as_ref().unwrap(),
+                fieldguard::value::json::Style::PLAIN,
+            );
+            reply(StatusCode::CONFLICT, serde_json::from_str(&body).unwrap())
+        }
+        Verdict::Invalid => status(422, "Invalid", p.error.unwrap_or_default()),
+        _ => {
+            let merged = fieldguard::value::json::to_string(
+                p.object.as_ref().unwrap(),
+                fieldguard::value::json::Style::PLAIN,
+            );
+            let mut obj: Value = serde_json::from_str(&merged).unwrap();
+            let mf = fieldguard::value::json::to_string(
+                &entries_to_value(&p.managed_fields(), |_| false),
+                fieldguard::value::json::Style::PLAIN,
+            );
+            obj["metadata"]["managedFields"] = serde_json::from_str(&mf).unwrap();
+            if ns.is_empty() {
+                if let Some(m) = obj["metadata"].as_object_mut() {
+                    m.remove("namespace");
+                }
+            } else {
+                obj["metadata"]["namespace"] = json!(ns);
+            }
+            let created = live.is_none();
+            if created {
+                obj["metadata"]["uid"] = json!(format!(
+                    "00000000-0000-4000-8000-{:012}",
+                    s.resource_version + 1
+                ));
+            }
+            if dry_run {
+                obj["metadata"]["resourceVersion"] = live
+                    .map(|l| l["metadata"]["resourceVersion"].clone())
+                    .unwrap_or(json!(""));
+                return reply(StatusCode::OK, obj);
+            }
+            s.put(obj);
+            let stored = s.objects.get(&key).cloned().unwrap();
+            reply(
+                if created {
+                    StatusCode::CREATED
+                } else {
+                    StatusCode::OK
+                },
+                stored,
+            )
+        }
+    }
 }
