@@ -262,6 +262,27 @@ pub fn apply_event_to(
         stats.skipped.fetch_add(1, Ordering::Relaxed);
         return Applied::Skipped;
     };
+    let advanced = |rv: String| {
+        if table.kind == "CustomResourceDefinition" {
+            Applied::CrdChanged(rv)
+        } else {
+            Applied::Version(rv)
+        }
+    };
+    if matches!(&*ev.kind, "ADDED" | "MODIFIED") {
+        // The entry carries its own resourceVersion: the object is read once.
+        match decode(table, ev.object.get(), interner) {
+            Ok(e) => {
+                let rv = e.resource_version.to_string();
+                table.write().upsert(e);
+                return advanced(rv);
+            }
+            // Still advance past it: the event was received.
+            Err(_) => {
+                stats.skipped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
     let Ok(id) = serde_json::from_str::<RawIdentity>(ev.object.get()) else {
         stats.skipped.fetch_add(1, Ordering::Relaxed);
         return Applied::Skipped;
@@ -271,26 +292,13 @@ pub fn apply_event_to(
         "BOOKMARK" => Applied::Version(rv),
         "ERROR" if id.code == 410 => Applied::Gone,
         "ERROR" => Applied::Skipped,
-        "ADDED" | "MODIFIED" | "DELETED" => {
-            if ev.kind == "DELETED" {
-                table
-                    .write()
-                    .remove(&id.metadata.namespace, &id.metadata.name);
-            } else {
-                match decode(table, ev.object.get(), interner) {
-                    Ok(e) => table.write().upsert(e),
-                    // Still advance: the event was received.
-                    Err(_) => {
-                        stats.skipped.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            }
-            if table.kind == "CustomResourceDefinition" {
-                Applied::CrdChanged(rv)
-            } else {
-                Applied::Version(rv)
-            }
+        "DELETED" => {
+            table
+                .write()
+                .remove(&id.metadata.namespace, &id.metadata.name);
+            advanced(rv)
         }
+        "ADDED" | "MODIFIED" => advanced(rv),
         _ => {
             stats.skipped.fetch_add(1, Ordering::Relaxed);
             Applied::Skipped

@@ -432,6 +432,36 @@ pub fn check_one(t: &Target, live: Option<&Value>, opts: &Options) -> ObjectRepo
     report
 }
 
+/// The objects of `report` that cannot be applied, as located problems (the field an engine
+/// error names is looked up in the manifest for its line). `targets` are the report's, in order.
+pub fn invalid_objects(report: &Report, targets: &[Target]) -> Vec<ManifestError> {
+    report
+        .objects
+        .iter()
+        .zip(targets)
+        .filter(|(o, _)| o.verdict == Verdict::Invalid)
+        .map(|(o, t)| {
+            let error = o.error.as_deref().unwrap_or("cannot be applied");
+            let path = error_path(error);
+            ManifestError {
+                file: o.origin.file.clone(),
+                doc: Some(o.origin.doc),
+                line: Some(path.map_or(o.origin.line, |p| t.doc.line_of_printed(p))),
+                path: path.map(str::to_string),
+                message: format!("{}: {error}", o.object_ref),
+            }
+        })
+        .collect()
+}
+
+/// The field path an engine error names (`... typed: .spec.x: expected ...`), if any.
+fn error_path(error: &str) -> Option<&str> {
+    let start = error.find(": .").map(|i| i + 2)?;
+    let rest = &error[start..];
+    let end = rest.find(": ").unwrap_or(rest.len());
+    Some(&rest[..end])
+}
+
 /// The owner printed the way reports show it: `kubectl-edit (Update, apps/v1)`.
 pub fn describe_owner(o: &Owner) -> String {
     let mut s = format!("{} ({}", o.manager, o.operation);

@@ -4,8 +4,7 @@ use super::live::{LiveArgs, LiveSource};
 use super::progress::Progress;
 use super::{EXIT_CONFLICTS, EXIT_INVALID, ExitCode, print_errors};
 use crate::check::{self, Force, Options};
-use crate::manifest::{self, Input, ManifestError};
-use crate::predict::Verdict;
+use crate::manifest::{self, Input};
 use crate::report::{self, Format};
 use clap::{Args, ValueEnum};
 use std::io::{IsTerminal, Write};
@@ -145,23 +144,7 @@ pub fn run(args: CheckArgs) -> ExitCode {
     });
     progress.finish();
     // Nothing partial: an object that cannot be applied fails the whole check.
-    let invalid: Vec<ManifestError> = report
-        .objects
-        .iter()
-        .zip(&targets)
-        .filter(|(o, _)| o.verdict == Verdict::Invalid)
-        .map(|(o, t)| {
-            let error = o.error.as_deref().unwrap_or("cannot be applied");
-            let path = error_path(error);
-            ManifestError {
-                file: o.origin.file.clone(),
-                doc: Some(o.origin.doc),
-                line: Some(path.map_or(o.origin.line, |p| t.doc.line_of_printed(p))),
-                path: path.map(str::to_string),
-                message: format!("{}: {error}", o.object_ref),
-            }
-        })
-        .collect();
+    let invalid = check::invalid_objects(&report, &targets);
     if !invalid.is_empty() {
         return print_errors(&invalid);
     }
@@ -189,12 +172,4 @@ fn finish(report: &check::Report, args: &CheckArgs) -> ExitCode {
         1 => ExitCode::from(EXIT_CONFLICTS),
         _ => ExitCode::from(EXIT_INVALID),
     }
-}
-
-/// The field path an engine error names (`... typed: .spec.x: expected ...`), if any.
-fn error_path(error: &str) -> Option<&str> {
-    let start = error.find(": .").map(|i| i + 2)?;
-    let rest = &error[start..];
-    let end = rest.find(": ").unwrap_or(rest.len());
-    Some(&rest[..end])
 }

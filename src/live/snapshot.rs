@@ -99,6 +99,11 @@ impl Snapshot {
         self.objects.iter()
     }
 
+    /// Every object, in reference order, taken out of the snapshot.
+    pub fn into_objects(self) -> impl Iterator<Item = (ObjectRef, Document)> {
+        self.objects.into_iter()
+    }
+
     pub fn len(&self) -> usize {
         self.objects.len()
     }

@@ -6,7 +6,6 @@ use super::{Stores, convert, error};
 use crate::check::{self, Force, Options, Report};
 use crate::live::{Fetched, ObjectRef};
 use crate::manifest::{self, Loaded, ManifestError};
-use crate::predict::Verdict;
 use std::collections::BTreeSet;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -152,22 +151,7 @@ fn predict_on(job: &Job, store: &dyn super::Store) -> Result<Report, Status> {
         now: time::OffsetDateTime::now_utc().unix_timestamp(),
     };
     let report = check::run(&targets, &live, &opts, &mut |_, _| {});
-    let invalid: Vec<ManifestError> = report
-        .objects
-        .iter()
-        .filter(|o| o.verdict == Verdict::Invalid)
-        .map(|o| ManifestError {
-            file: o.origin.file.clone(),
-            doc: Some(o.origin.doc),
-            line: Some(o.origin.line),
-            path: None,
-            message: format!(
-                "{}: {}",
-                o.object_ref,
-                o.error.as_deref().unwrap_or("invalid")
-            ),
-        })
-        .collect();
+    let invalid = check::invalid_objects(&report, &targets);
     if !invalid.is_empty() {
         return Err(bad_request(&invalid, "manifests"));
     }

@@ -38,19 +38,22 @@ pub trait Store: Send + Sync + 'static {
 
 /// A snapshot served as it is.
 pub struct SnapshotStore {
-    snapshot: Snapshot,
+    source: String,
     catalog: Catalog,
+    /// The snapshot's objects, in reference order (the snapshot itself is not kept).
     objects: Vec<(ObjectRef, Stored)>,
 }
 
 impl SnapshotStore {
     pub fn new(snapshot: Snapshot, catalog: Catalog) -> SnapshotStore {
+        use crate::live::LiveObjects;
+        let source = snapshot.describe();
         let objects = snapshot
-            .objects()
-            .map(|(r, d)| (r.clone(), Arc::new(d.object.clone())))
+            .into_objects()
+            .map(|(r, d)| (r, Arc::new(d.object)))
             .collect();
         SnapshotStore {
-            snapshot,
+            source,
             catalog,
             objects,
         }
@@ -74,7 +77,6 @@ impl Store for SnapshotStore {
         self.objects.clone()
     }
     fn describe(&self) -> String {
-        use crate::live::LiveObjects;
-        self.snapshot.describe()
+        self.source.clone()
     }
 }
