@@ -46,6 +46,7 @@ pub mod managedfields;
 pub mod manifest;
 pub mod merge;
 pub mod ownership;
+pub mod patch;
 pub mod predict;
 pub mod replay;
 pub mod report;

@@ -5,6 +5,7 @@
 mod entry;
 mod manager;
 mod status;
+pub mod upgrade;
 
 pub use entry::{
     Identity, Managed, ManagedFieldsEntry, Operation, Time, decode, encode, entries_from_value,

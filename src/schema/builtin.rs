@@ -58,19 +58,23 @@ pub fn from_v2_with_overlay(swagger: &str, smd: Option<&str>) -> Result<Schema, 
     Ok(schema)
 }
 
-/// The built-in schema of a Kubernetes version (`v1.30.1`, `1.30.1`, ...), built once.
-pub fn kubernetes(version: &str) -> Result<&'static Schema, SchemaError> {
+fn bundle(version: &str) -> Result<&'static Bundle, SchemaError> {
     let want = if version.starts_with('v') {
         version.to_string()
     } else {
         format!("v{version}")
     };
-    let bundle = BUNDLES.iter().find(|b| b.version == want).ok_or_else(|| {
+    BUNDLES.iter().find(|b| b.version == want).ok_or_else(|| {
         SchemaError(format!(
             "no built-in schema for Kubernetes {version} (available: {})",
             versions().join(", ")
         ))
-    })?;
+    })
+}
+
+/// The built-in schema of a Kubernetes version (`v1.30.1`, `1.30.1`, ...), built once.
+pub fn kubernetes(version: &str) -> Result<&'static Schema, SchemaError> {
+    let bundle = bundle(version)?;
     bundle
         .cell
         .get_or_init(|| {
@@ -80,6 +84,12 @@ pub fn kubernetes(version: &str) -> Result<&'static Schema, SchemaError> {
         })
         .as_ref()
         .map_err(Clone::clone)
+}
+
+/// The bundled OpenAPI v2 document of a Kubernetes version, and the version's canonical name.
+pub fn swagger_json(version: &str) -> Result<(&'static str, String), SchemaError> {
+    let bundle = bundle(version)?;
+    Ok((bundle.version, gunzip(bundle.swagger_gz)?))
 }
 
 /// The default built-in schema.

@@ -22,8 +22,9 @@ pub const MAX_DEPTH: usize = 128;
 pub type Str = CompactString;
 
 /// A JSON-like value.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub enum Value {
+    #[default]
     Null,
     Bool(bool),
     Int(i64),
@@ -146,6 +147,16 @@ impl From<bool> for Value {
 impl From<Map> for Value {
     fn from(m: Map) -> Self {
         Value::Map(m)
+    }
+}
+
+impl PartialEq for Map {
+    /// Strict equality of the entries, ignoring their order (see [`Value::strict_eq`]).
+    fn eq(&self, other: &Map) -> bool {
+        self.len() == other.len()
+            && self
+                .iter()
+                .all(|(k, v)| other.get(k).is_some_and(|w| v.strict_eq(w)))
     }
 }
 
