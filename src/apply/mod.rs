@@ -1,5 +1,11 @@
-//! Applying: the server-side apply path (this module), with selective force, structured 409s and
-//! optimistic locking. The release layer (HIP-0023 method selection, client-side apply,
-//! CSA→SSA migration, release records) builds on it.
+//! Applying releases: server-side apply with selective force, structured 409s and optimistic
+//! locking (`ssa`); client-side apply with three-way patches (`client_side`); Helm 4's HIP-0023
+//! method rules and revision records (`release`); CSA→SSA migration (`migrate`); waiting for
+//! workloads (`wait`); and the release run that ties them together (`run`).
 
+pub mod client_side;
+pub mod migrate;
+pub mod release;
+pub mod run;
 pub mod ssa;
+pub mod wait;

@@ -179,8 +179,28 @@ impl Api {
         url: &str,
         body: Vec<u8>,
     ) -> Result<String, Result<kube::core::Status, ClusterError>> {
-        let req = http::Request::patch(url)
-            .header(http::header::CONTENT_TYPE, "application/apply-patch+yaml")
+        self.write(
+            http::Method::PATCH,
+            url,
+            "application/apply-patch+yaml",
+            body,
+        )
+        .await
+    }
+
+    /// Any write (`POST`, `PUT`, `PATCH` of a content type, `DELETE`): the answer's text, the
+    /// apiserver's refusal as `Err(Ok(status))`, a transport problem as `Err(Err(..))`.
+    pub async fn write(
+        &self,
+        method: http::Method,
+        url: &str,
+        content_type: &str,
+        body: Vec<u8>,
+    ) -> Result<String, Result<kube::core::Status, ClusterError>> {
+        let req = http::Request::builder()
+            .method(method.clone())
+            .uri(url)
+            .header(http::header::CONTENT_TYPE, content_type)
             .header(http::header::ACCEPT, "application/json")
             .body(body)
             .map_err(|e| Err(ClusterError(format!("{url}: {e}"))))?;
@@ -188,7 +208,7 @@ impl Api {
             Ok(t) => Ok(t),
             Err(kube::Error::Api(s)) => Err(Ok(*s)),
             Err(e) => Err(Err(ClusterError(format!(
-                "cluster {} unreachable: PATCH {url}: {e}",
+                "cluster {} unreachable: {method} {url}: {e}",
                 self.url()
             )))),
         }
