@@ -131,9 +131,9 @@ impl Outcome {
     pub fn exit_code(&self) -> u8 {
         if self.objects.iter().any(|o| o.result == Result_::Failed) {
             4
-        } else if self.objects.iter().any(|o| o.result == Result_::Conflicted) {
-            1
-        } else if self.status == "planned" && self.prediction.exit_code() == 1 {
+        } else if self.objects.iter().any(|o| o.result == Result_::Conflicted)
+            || (self.status == "planned" && self.prediction.exit_code() == 1)
+        {
             1
         } else {
             0
