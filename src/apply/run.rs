@@ -406,8 +406,10 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
         paths.insert(t.object_ref.clone(), (coll, obj));
     }
 
-    // Ownership: never take an object silently.
+    // Ownership: never take an object silently. Adopted objects are brought to the manifest's
+    // state: their fields are taken over from whoever set them.
     let mut refusals = Vec::new();
+    let mut adopted: BTreeSet<ObjectRef> = BTreeSet::new();
     for t in &targets {
         let Some(l) = live.objects.get(&t.object_ref) else {
             continue;
@@ -424,7 +426,9 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
                 ));
             }
             Some(_) => {}
-            None if req.adopt => {}
+            None if req.adopt => {
+                adopted.insert(t.object_ref.clone());
+            }
             None => refusals.push(format!(
                 "{} exists and belongs to no release; pass --adopt to bring it into {:?}",
                 t.object_ref, req.release
@@ -471,7 +475,26 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
         namespace: ns.clone(),
         now: time::OffsetDateTime::now_utc().unix_timestamp(),
     };
-    let report = check::run(&targets, &live, &opts, &mut |_, _| {});
+    let adopt_opts = check::Options {
+        force: Force::All,
+        ..opts.clone()
+    };
+    let report = check::Report {
+        field_manager: opts.field_manager.clone(),
+        force: opts.force.clone(),
+        source: live.source.clone(),
+        objects: targets
+            .iter()
+            .map(|t| {
+                let o = if adopted.contains(&t.object_ref) {
+                    &adopt_opts
+                } else {
+                    &opts
+                };
+                check::check_one(t, live.objects.get(&t.object_ref), o)
+            })
+            .collect(),
+    };
     let invalid = check::invalid_objects(&report, &targets);
     if !invalid.is_empty() {
         return Err(RunError::Invalid(invalid));
@@ -606,6 +629,11 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
         let live_obj = live.objects.get(&t.object_ref);
         let o = match method {
             Method::Ssa => {
+                let force = if adopted.contains(&t.object_ref) {
+                    Force::All
+                } else {
+                    req.force.clone()
+                };
                 apply_ssa(
                     api,
                     path,
@@ -613,6 +641,7 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
                     live_obj,
                     predicted,
                     &req,
+                    force,
                     &mut outcome.mismatches,
                 )
                 .await
@@ -799,6 +828,7 @@ async fn supersede(api: &Api, records: &str, history: &History, current: u32) {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn apply_ssa(
     api: &Api,
     path: &str,
@@ -806,12 +836,13 @@ async fn apply_ssa(
     live: Option<&Value>,
     predicted: &check::ObjectReport,
     req: &Request,
+    force: Force,
     mismatches: &mut Vec<String>,
 ) -> ObjectOutcome {
     let name = t.object_ref.to_string();
     let opts = SsaOptions {
         field_manager: req.field_manager.clone(),
-        force: req.force.clone(),
+        force,
         dry_run: req.dry_run,
         expect_resource_version: if req.expect_unchanged {
             predicted.resource_version.clone()

@@ -1,8 +1,10 @@
 //! The command line: argument parsing and the subcommands.
 //!
 //! Exit codes (all commands): 0 success, no conflicts; 1 conflicts found (or replay
-//! expectations failed); 2 invalid input or usage; 3 cluster or service unreachable.
+//! expectations failed); 2 invalid input or usage; 3 cluster or service unreachable; 4 an apply
+//! failed.
 
+mod apply;
 mod check;
 mod live;
 mod ownership;
@@ -21,12 +23,14 @@ pub const EXIT_CONFLICTS: u8 = 1;
 pub const EXIT_INVALID: u8 = 2;
 /// Cluster or service unreachable.
 pub const EXIT_UNREACHABLE: u8 = 3;
+pub const EXIT_APPLY_FAILED: u8 = 4;
 
 const EXIT_CODES: &str = "Exit codes:
   0  no conflicts
   1  conflicts found
   2  invalid input or usage (every problem is printed with file, document, line and field)
   3  cluster or service unreachable
+  4  apply: an object could not be applied, deleted or did not become ready
 
 Installed as `kubectl-fieldguard` on the PATH, it runs as `kubectl fieldguard ...`.";
 
@@ -43,6 +47,11 @@ pub enum Command {
     /// Check manifests for server-side apply conflicts against a snapshot or a cluster.
     #[command(after_help = EXIT_CODES)]
     Check(check::CheckArgs),
+    /// Apply a release: predict every write, then apply server-side (selective force,
+    /// optimistic locking, CSA→SSA migration) or client-side (three-way patches) by Helm 4's
+    /// HIP-0023 rules; CRDs first, dropped objects deleted, revisions recorded.
+    #[command(after_help = EXIT_CODES)]
+    Apply(apply::ApplyArgs),
     /// Show an object with each line annotated by the field managers that own it.
     Blame(ownership::BlameArgs),
     /// List every field manager across a snapshot or cluster, flagging the usual strays.
@@ -64,6 +73,7 @@ pub fn run() -> ExitCode {
     };
     match cli.command {
         Command::Check(a) => check::run(a),
+        Command::Apply(a) => apply::run(a),
         Command::Blame(a) => ownership::blame(a),
         Command::Managers(a) => ownership::managers(a),
         Command::Replay(a) => replay::run(a),

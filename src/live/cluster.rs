@@ -124,6 +124,11 @@ impl Cluster {
         self.rt.block_on(self.api.get_json(path))
     }
 
+    /// Runs a future on the cluster's runtime (for blocking callers of async operations).
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
+    }
+
     /// The async API underneath.
     pub fn api(&self) -> &Api {
         &self.api

@@ -101,6 +101,9 @@ pub struct State {
     pub refuse_watches: bool,
     /// Delay before each event of watches opened while set (a slow stream).
     pub slow: Option<std::time::Duration>,
+    /// Another writer wins a race: the next write to an object of this name is preceded by a
+    /// change to it (an annotation), as if someone edited it after the prediction.
+    pub touch_before_write: Option<String>,
     events: Vec<Event>,
     watchers: Vec<Watcher>,
 }
@@ -329,7 +332,7 @@ impl FakeApiServer {
     }
 }
 
-type Body = BoxBody<Bytes, std::convert::Infallible>;
+pub type Body = BoxBody<Bytes, std::convert::Infallible>;
 
 fn event_line(ev: &Event) -> Bytes {
     Bytes::from(format!(
@@ -338,7 +341,7 @@ fn event_line(ev: &Event) -> Bytes {
     ))
 }
 
-fn reply(code: StatusCode, body: Value) -> Response<Body> {
+pub fn reply(code: StatusCode, body: Value) -> Response<Body> {
     Response::builder()
         .status(code)
         .header("content-type", "application/json")
@@ -346,7 +349,7 @@ fn reply(code: StatusCode, body: Value) -> Response<Body> {
         .unwrap()
 }
 
-fn status(code: u16, reason: &str, message: String) -> Response<Body> {
+pub fn status(code: u16, reason: &str, message: String) -> Response<Body> {
     reply(
         StatusCode::from_u16(code).unwrap(),
         json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -379,22 +382,23 @@ async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body
         .unwrap_or_default();
     let mut s = st.lock().unwrap();
     s.requests.push(format!("{method} {path}"));
-    if method == hyper::Method::PATCH {
-        if content_type != "application/apply-patch+yaml" {
-            return status(
-                415,
-                "UnsupportedMediaType",
-                format!("unsupported patch type {content_type:?}"),
-            );
+    if method != hyper::Method::GET
+        && let Some(name) = s.touch_before_write.clone()
+        && path.ends_with(&format!("/{name}"))
+    {
+        s.touch_before_write = None;
+        let key = s.objects.keys().find(|k| k.3 == name).cloned();
+        if let Some(key) = key {
+            let mut o = s.objects[&key].clone();
+            o["metadata"]["annotations"]["edited-by"] = json!("someone-else");
+            s.put(o);
         }
+    }
+    if method == hyper::Method::PATCH && content_type == "application/apply-patch+yaml" {
         return apply_patch(&mut s, &path, &query, &body);
     }
     if method != hyper::Method::GET {
-        return status(
-            405,
-            "MethodNotAllowed",
-            format!("{method} is not supported by the fake"),
-        );
+        return super::fake_writes::write(&mut s, &method, &path, &query, &content_type, &body);
     }
     let parts: Vec<&str> = path
         .trim_start_matches('/')
@@ -548,6 +552,11 @@ fn resource_request(
                 .objects
                 .iter()
                 .filter(|((g, p, n, _), _)| g == group && p == plural && (ns.is_empty() || n == ns))
+                .filter(|(_, o)| {
+                    query
+                        .get("labelSelector")
+                        .is_none_or(|sel| super::fake_writes::selects(&percent_decode(sel), o))
+                })
                 .map(|(_, o)| with_version(o))
                 .collect();
             reply(
@@ -557,6 +566,24 @@ fn resource_request(
             )
         }
     }
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A gzip'd OpenAPI v3 fixture of this repository (`tests/fixtures/openapi-v3`).
@@ -720,7 +747,14 @@ fn apply_patch(
             ),
         );
     }
-    let catalog = Catalog::kubernetes(DEFAULT_KUBERNETES).unwrap();
+    let mut catalog = Catalog::kubernetes(DEFAULT_KUBERNETES).unwrap();
+    for o in s
+        .objects
+        .values()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+    {
+        let _ = catalog.add_crd(&fieldguard::value::json::parse_str(&o.to_string()).unwrap());
+    }
     let info = match catalog.lookup(
         config.str_at(&["apiVersion"]).unwrap_or(""),
         config.str_at(&["kind"]).unwrap_or(""),
@@ -794,6 +828,13 @@ fn apply_patch(
                     .unwrap_or(json!(""));
                 return reply(StatusCode::OK, obj);
             }
+            if p.verdict == Verdict::Unchanged
+                && let Some(l) = live
+            {
+                // A no-op apply stores nothing: the resourceVersion stays.
+                return reply(StatusCode::OK, l);
+            }
+            super::fake_writes::establish(s, &mut obj);
             s.put(obj);
             let stored = s.objects.get(&key).cloned().unwrap();
             reply(

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod fake_apiserver;
+pub mod fake_writes;
 
 use fake_apiserver::{FakeApiServer, Resource, State, crd_openapi, openapi_fixture};
 use fieldguard::live::snapshot::Snapshot;
