@@ -39,6 +39,16 @@ struct Running {
     done: tokio::task::JoinHandle<()>,
 }
 
+impl Running {
+    /// Stops the service and waits for it to finish.
+    async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        let _ = self.done.await;
+    }
+}
+
 async fn start() -> Running {
     start_with(Stores::single("example", store())).await
 }
@@ -498,6 +508,7 @@ async fn predictions_over_watched_clusters_equal_the_snapshot_and_span_clusters(
         ]
         .into(),
         default: "prod".into(),
+        allow_apply: false,
     };
     let live = start_with(stores).await;
     let snap = start().await;
@@ -596,4 +607,104 @@ async fn predictions_over_watched_clusters_equal_the_snapshot_and_span_clusters(
     assert!(prod.requests().iter().all(|r| r.starts_with("GET ")));
     prod_cache.stop();
     fresh_cache.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releases_apply_streams_progress_then_the_result() {
+    use pb::releases_client::ReleasesClient;
+    let fresh = support::empty_example_cluster();
+    let cache = cache_of(&fresh, "staging").await;
+    let manifest = pb::Manifest {
+        name: "release.yaml".into(),
+        content:
+            b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {mode: blue}\n"
+                .to_vec(),
+    };
+    let request = pb::ApplyRequest {
+        release: "shop".into(),
+        namespace: "shop".into(),
+        manifests: vec![manifest],
+        ..Default::default()
+    };
+
+    // Off unless asked for.
+    let mut stores = Stores::single(
+        "staging",
+        cache.clone() as Arc<dyn fieldguard::service::Store>,
+    );
+    let running = start_with(stores.clone()).await;
+    let err = ReleasesClient::new(running.channel.clone())
+        .apply(request.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::PermissionDenied);
+    running.stop().await;
+
+    // A snapshot cannot be written to.
+    let mut snap = Stores::single("example", store());
+    snap.allow_apply = true;
+    let running = start_with(snap).await;
+    let err = ReleasesClient::new(running.channel.clone())
+        .apply(pb::ApplyRequest {
+            cluster: String::new(),
+            ..request.clone()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+    running.stop().await;
+
+    stores.allow_apply = true;
+    let running = start_with(stores).await;
+    let mut events = ReleasesClient::new(running.channel.clone())
+        .apply(request.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    let mut progress = Vec::new();
+    let mut result = None;
+    while let Some(ev) = events.message().await.unwrap() {
+        match ev.event.unwrap() {
+            pb::apply_event::Event::Progress(p) => progress.push(p),
+            pb::apply_event::Event::Result(r) => result = Some(r),
+        }
+    }
+    let r = result.expect("a result");
+    assert_eq!(
+        (r.revision, r.method.as_str(), r.status.as_str()),
+        (1, "ssa", "deployed")
+    );
+    assert_eq!(r.objects[0].result, "created");
+    assert_eq!(r.prediction[0].verdict, pb::Verdict::Created as i32);
+    assert!(
+        progress.iter().any(|p| p.contains("settings: created")),
+        "{progress:?}"
+    );
+    assert!(
+        fresh
+            .requests()
+            .iter()
+            .any(|q| q.starts_with("PATCH /api/v1/namespaces/shop/configmaps/settings"))
+    );
+
+    // An object of another release is refused, nothing written.
+    let err = ReleasesClient::new(running.channel.clone())
+        .apply(pb::ApplyRequest {
+            release: "other".into(),
+            adopt: true,
+            ..request
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .message()
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        err.message().contains("belongs to release"),
+        "{}",
+        err.message()
+    );
+    running.stop().await;
 }

@@ -348,6 +348,10 @@ impl Store for ClusterCache {
         format!("cluster {} ({})", self.name, self.api.url())
     }
 
+    fn api(&self) -> Option<Api> {
+        Some(self.api.clone())
+    }
+
     fn managed_by(&self, manager: &str) -> Vec<(ObjectRef, Stored)> {
         let mut out = Vec::new();
         for t in self.tables() {

@@ -50,6 +50,10 @@ pub struct ServeArgs {
     /// them; repeatable).
     #[arg(long, value_name = "KIND")]
     pub full_kind: Vec<String>,
+    /// Serve `Releases.Apply` (writes to the clusters with the service's credentials; give its
+    /// account only what releases need).
+    #[arg(long, conflicts_with = "snapshot")]
+    pub allow_apply: bool,
 }
 
 pub fn run(args: ServeArgs) -> ExitCode {
@@ -158,7 +162,11 @@ fn serve_clusters(args: ServeArgs) -> ExitCode {
             by_name.insert(name, cache);
         }
         let default = by_name.keys().next().cloned().unwrap_or_default();
-        let stores = Stores { by_name, default };
+        let stores = Stores {
+            by_name,
+            default,
+            allow_apply: args.allow_apply,
+        };
         let ready = async move {
             for c in &caches {
                 c.wait_synced().await;

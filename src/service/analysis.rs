@@ -22,7 +22,7 @@ impl AnalysisService {
     }
 }
 
-fn bad_request(errors: &[ManifestError], what: &str) -> Status {
+pub(super) fn bad_request(errors: &[ManifestError], what: &str) -> Status {
     let violations: Vec<(String, String)> = errors
         .iter()
         .map(|e| (format!("manifests[{}]", e.file), e.to_string()))
@@ -39,7 +39,7 @@ fn bad_request(errors: &[ManifestError], what: &str) -> Status {
 }
 
 #[allow(clippy::result_large_err)]
-fn force_of(f: Option<&pb::ForcePolicy>) -> Result<Force, Status> {
+pub(super) fn force_of(f: Option<&pb::ForcePolicy>) -> Result<Force, Status> {
     let Some(f) = f else { return Ok(Force::None) };
     match ForceMode::try_from(f.mode).unwrap_or(ForceMode::Unspecified) {
         ForceMode::Unspecified => Ok(Force::None),

@@ -10,6 +10,7 @@
 pub mod analysis;
 pub mod convert;
 pub mod ownership;
+pub mod releases;
 pub mod store;
 
 /// The generated API.
@@ -35,6 +36,9 @@ pub struct Stores {
     pub by_name: BTreeMap<String, Arc<dyn Store>>,
     /// Used when a request names no cluster.
     pub default: String,
+    /// `Releases.Apply` is served (off by default: the service would write with its own
+    /// account).
+    pub allow_apply: bool,
 }
 
 impl Stores {
@@ -43,6 +47,7 @@ impl Stores {
         Stores {
             by_name: [(name.to_string(), store)].into(),
             default: name.to_string(),
+            allow_apply: false,
         }
     }
 
@@ -101,6 +106,7 @@ pub async fn serve_on(
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     use proto::analysis_server::AnalysisServer;
     use proto::ownership_server::OwnershipServer;
+    use proto::releases_server::ReleasesServer;
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter
         .set_not_serving::<AnalysisServer<analysis::AnalysisService>>()
@@ -146,8 +152,12 @@ pub async fn serve_on(
                 .max_decoding_message_size(64 * 1024 * 1024),
         )
         .add_service(OwnershipServer::new(ownership::OwnershipService::new(
-            stores,
+            stores.clone(),
         )))
+        .add_service(
+            ReleasesServer::new(releases::ReleasesService::new(stores))
+                .max_decoding_message_size(64 * 1024 * 1024),
+        )
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await?;
     Ok(())

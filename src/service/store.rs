@@ -23,6 +23,10 @@ pub trait Store: Send + Sync + 'static {
     fn all(&self) -> Vec<(ObjectRef, Stored)>;
     /// `snapshot examples/cluster`, `cluster https://…`.
     fn describe(&self) -> String;
+    /// The cluster's API, for writes (None: a snapshot).
+    fn api(&self) -> Option<crate::live::cluster::Api> {
+        None
+    }
     /// The objects a manager has entries on (an index where the store keeps one).
     fn managed_by(&self, manager: &str) -> Vec<(ObjectRef, Stored)> {
         self.all()
