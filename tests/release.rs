@@ -137,6 +137,7 @@ fn server_side_install_upgrade_rollback() {
         (1, Method::Ssa, "deployed")
     );
     assert_eq!(result_of(&out, "settings"), Result_::Created);
+    assert!(out.mismatches.is_empty(), "{:?}", out.mismatches);
     let cm = object(&server, "configmaps", "settings").unwrap();
     assert_eq!(
         cm["metadata"]["annotations"]["meta.helm.sh/release-name"],

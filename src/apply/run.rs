@@ -875,6 +875,15 @@ async fn apply_ssa(
                     result.as_str()
                 ));
             }
+            let owned = owned_leaves(&applied.object, &req.field_manager);
+            if predicted_result.is_some() && owned != Some(predicted.owned_fields) {
+                mismatches.push(format!(
+                    "{name}: predicted {} fields owned by {}, the server recorded {}",
+                    predicted.owned_fields,
+                    req.field_manager,
+                    owned.map_or("none".to_string(), |n| n.to_string())
+                ));
+            }
             ObjectOutcome {
                 object: name,
                 result,
@@ -894,6 +903,23 @@ async fn apply_ssa(
         },
         Err(e) => failure(name, e.to_string()),
     }
+}
+
+/// How many fields `manager`'s Apply entry owns on `obj` (None: unreadable managed fields).
+fn owned_leaves(obj: &Value, manager: &str) -> Option<usize> {
+    let entries = entries_from_value(
+        obj.get_path(&["metadata", "managedFields"])
+            .unwrap_or(&Value::Null),
+    )
+    .ok()?;
+    let Some(e) = entries
+        .iter()
+        .find(|e| e.manager == manager && e.operation == "Apply" && e.subresource.is_empty())
+    else {
+        return Some(0);
+    };
+    let set = crate::fieldpath::Set::from_fields_v1(e.fields_v1.as_deref()?.as_bytes()).ok()?;
+    Some(set.leaves().paths().len())
 }
 
 /// The object without what every write changes (for dry-run comparisons).
