@@ -640,3 +640,46 @@ fn command_line_plan_apply_and_refusal() {
     assert_eq!(writes(&server).len(), before);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Against a real cluster when `KUBECONFIG` is set (skipped otherwise): a server dry run of a
+/// one-object release — predicted, sent with dryRun=All, nothing stored, nothing recorded.
+#[test]
+fn real_cluster_tier_dry_run() {
+    let Some(kc) = std::env::var_os("KUBECONFIG") else {
+        eprintln!("real-cluster tier skipped: KUBECONFIG is not set");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("fieldguard-real-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let name = format!("fieldguard-probe-{}", std::process::id());
+    let file = dir.join("probe.yaml");
+    std::fs::write(
+        &file,
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  a: b\n"),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fieldguard"))
+        .args([
+            "apply",
+            &name,
+            "-f",
+            file.to_str().unwrap(),
+            "--dry-run",
+            "-o",
+            "json",
+        ])
+        .env("KUBECONFIG", &kc)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["status"], "dry-run");
+    assert_eq!(v["objects"][0]["result"], "created");
+    std::fs::remove_dir_all(&dir).ok();
+}
