@@ -455,3 +455,72 @@ fn normalise(v: &Value) -> Value {
     }
     v
 }
+
+mod roundtrip {
+    //! Properties: a two-way patch applied to its original gives the modified document (for
+    //! documents without nulls, which a patch cannot express as values).
+    use super::*;
+    use proptest::prelude::*;
+
+    fn scalar() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            any::<bool>().prop_map(Value::Bool),
+            (-5i64..5).prop_map(Value::Int),
+            "[a-c]{0,2}".prop_map(|s| Value::from(s.as_str())),
+        ]
+    }
+
+    fn doc() -> impl Strategy<Value = Value> {
+        scalar().prop_recursive(4, 32, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::List),
+                prop::collection::btree_map("[a-d]", inner, 0..4).prop_map(|m| {
+                    let mut out = Map::new();
+                    for (k, v) in m {
+                        out.insert(k.as_str(), v);
+                    }
+                    Value::Map(out)
+                }),
+            ]
+        })
+    }
+
+    fn top() -> impl Strategy<Value = Map> {
+        prop::collection::btree_map("[a-d]", doc(), 0..5).prop_map(|m| {
+            let mut out = Map::new();
+            for (k, v) in m {
+                out.insert(k.as_str(), v);
+            }
+            out
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn strategic_two_way_round_trips_without_schema(o in top(), m in top()) {
+            let meta = Meta::none();
+            let patch = strategic::two_way(&o, &m, &meta).unwrap();
+            let got = strategic::apply(o.clone(), patch, &meta).unwrap();
+            prop_assert_eq!(got, m);
+        }
+
+        #[test]
+        fn json_merge_two_way_round_trips(o in top(), m in top()) {
+            let patch = json_merge::two_way(&Value::Map(o.clone()), &Value::Map(m.clone())).unwrap();
+            let got = json_merge::apply(&Value::Map(o), &patch).unwrap();
+            prop_assert_eq!(got, Value::Map(m));
+        }
+
+        #[test]
+        fn three_way_with_unchanged_live_gives_the_new_manifest(o in top(), m in top()) {
+            // Live equals the last applied configuration: the patch brings it to the new one.
+            let meta = Meta::none();
+            let patch = strategic::three_way(&o, &m, &o, &meta, false).unwrap();
+            let got = strategic::apply(o.clone(), patch, &meta).unwrap();
+            prop_assert_eq!(got, m.clone());
+            let patch = json_merge::three_way(&o, &m, &o).unwrap();
+            let got = json_merge::apply(&Value::Map(o), &Value::Map(patch)).unwrap();
+            prop_assert_eq!(got, Value::Map(m));
+        }
+    }
+}
