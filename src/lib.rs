@@ -52,5 +52,6 @@ pub mod replay;
 pub mod report;
 pub mod schema;
 pub mod service;
+pub mod telemetry;
 pub mod typed;
 pub mod value;

@@ -811,3 +811,100 @@ fn grpcurl_calls_the_service(addr: &str) {
     assert_eq!(obj["conflicts"][0]["path"], ".spec.replicas");
     assert_eq!(obj["resourceVersion"], "48213");
 }
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// `serve` with metrics and JSON logs: the metrics endpoint reports predictions, every log
+/// line is a JSON object, SIGTERM stops it cleanly.
+#[test]
+fn service_metrics_json_logs_and_clean_stop() {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let server = Command::new(env!("CARGO_BIN_EXE_fieldguard"))
+        .args([
+            "serve",
+            "--snapshot",
+            "examples/cluster",
+            "--listen",
+            &addr,
+            "--metrics-listen",
+            &metrics,
+            "--log-format",
+            "json",
+        ])
+        .current_dir(root())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let up = (0..200).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(25));
+        std::net::TcpStream::connect(&addr).is_ok()
+            && std::net::TcpStream::connect(&metrics).is_ok()
+    });
+    assert!(up, "server did not start");
+    let o = fieldguard(&[
+        "check",
+        "--server",
+        &addr,
+        "-n",
+        "shop",
+        "--field-manager",
+        "helm",
+        "examples/release",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let text = http_get(&metrics, "/metrics");
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("application/openmetrics-text"), "{text}");
+    for want in [
+        "fieldguard_prediction_seconds_bucket{le=",
+        "fieldguard_grpc_requests_total{method=\"PredictConflicts\",code=\"Ok\"} 1",
+        "# TYPE fieldguard_conflicts_found counter",
+        "# EOF",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    let conflicts: u64 = text
+        .lines()
+        .find(|l| l.starts_with("fieldguard_conflicts_found_total "))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap();
+    assert!(conflicts > 0, "{text}");
+    assert!(http_get(&metrics, "/nope").starts_with("HTTP/1.1 404"));
+
+    let status = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = server.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let log = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = log.lines().collect();
+    assert!(lines.len() >= 2, "{log}");
+    for l in &lines {
+        let v: serde_json::Value =
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+        assert!(v["level"].is_string() && v["timestamp"].is_string(), "{l}");
+    }
+    assert!(log.contains("\"message\":\"stopped\""), "{log}");
+}

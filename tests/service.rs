@@ -34,6 +34,7 @@ fn store() -> Arc<SnapshotStore> {
 
 struct Running {
     channel: Channel,
+    addr: std::net::SocketAddr,
     ready: Option<tokio::sync::oneshot::Sender<()>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     done: tokio::task::JoinHandle<()>,
@@ -79,6 +80,7 @@ async fn start_with(stores: Stores) -> Running {
         .unwrap();
     Running {
         channel,
+        addr,
         ready: Some(ready_tx),
         stop: Some(stop_tx),
         done,
@@ -707,4 +709,34 @@ async fn releases_apply_streams_progress_then_the_result() {
         err.message()
     );
     running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_drains_requests_in_flight() {
+    let prod = support::example_cluster();
+    let cache = cache_of(&prod, "prod").await;
+    let mut running = start_with(Stores::single(
+        "prod",
+        cache.clone() as Arc<dyn fieldguard::service::Store>,
+    ))
+    .await;
+    running.ready.take().unwrap().send(()).unwrap();
+    // Every GET now takes 300 ms: a fresh prediction is in flight when the stop comes.
+    prod.state.lock().unwrap().slow_gets = Some(std::time::Duration::from_millis(300));
+    let mut r = request();
+    r.fresh = true;
+    let mut client = AnalysisClient::new(running.channel.clone());
+    let in_flight = tokio::spawn(async move { client.predict_conflicts(r).await });
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let addr = running.addr;
+    running.stop().await;
+    let answer = in_flight.await.unwrap();
+    assert!(
+        answer.is_ok(),
+        "the request in flight completes: {answer:?}"
+    );
+    assert!(!answer.unwrap().into_inner().clusters[0].objects.is_empty());
+    // The listener is gone: new connections are refused.
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+    cache.stop();
 }

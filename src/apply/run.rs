@@ -344,6 +344,7 @@ fn order_rank(t: &Target) -> u8 {
 }
 
 /// Runs a release apply.
+#[tracing::instrument(name = "release", skip_all, fields(release = %req.release, namespace = %req.namespace))]
 pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outcome, RunError> {
     let ns = req.namespace.clone();
     let history = history(api, &req.release, &ns).await?;
@@ -667,6 +668,8 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
             }
         };
         progress(&format!("{name}: {}", o.result.as_str()));
+        count_apply(method, o.result, req.dry_run);
+        tracing::info!(release = %req.release, object = %name, result = o.result.as_str(), method = method.as_str(), "applied");
         if o.result == Result_::Failed || o.result == Result_::Conflicted {
             failed = true;
         }
@@ -761,6 +764,20 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
         }
     }
     Ok(outcome)
+}
+
+/// Counts an object's apply (`fieldguard_applies{method,result}`); dry runs are not counted.
+fn count_apply(method: Method, result: Result_, dry_run: bool) {
+    if dry_run {
+        return;
+    }
+    crate::telemetry::metrics::global()
+        .applies
+        .get_or_create(&crate::telemetry::metrics::ResultLabels {
+            method: method.as_str().into(),
+            result: result.as_str().into(),
+        })
+        .inc();
 }
 
 fn skipped(object: String) -> ObjectOutcome {

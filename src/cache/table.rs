@@ -317,6 +317,9 @@ pub struct Table {
     pub group: String,
     pub full: bool,
     pub data: RwLock<TableData>,
+    /// When the table last heard from the apiserver (a list, a watch event or a bookmark), in
+    /// milliseconds since the epoch (the watch-lag metric).
+    pub last_seen_ms: std::sync::atomic::AtomicU64,
 }
 
 impl Table {
@@ -330,12 +333,23 @@ impl Table {
                 .to_string(),
             full,
             data: RwLock::new(TableData::default()),
+            last_seen_ms: Default::default(),
         }
     }
 
     /// Swaps in a whole new content (after a list).
     pub fn replace(&self, data: TableData) {
         *self.data.write().unwrap_or_else(|p| p.into_inner()) = data;
+        self.touch();
+    }
+
+    /// Records that the apiserver was heard from now.
+    pub fn touch(&self) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        self.last_seen_ms
+            .store(now, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn read(&self) -> std::sync::RwLockReadGuard<'_, TableData> {

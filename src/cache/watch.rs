@@ -126,6 +126,7 @@ fn decode(table: &Table, text: &str, interner: &super::Interner) -> Result<Entry
 
 /// Lists every object (page by page) into a new table, swapped in whole at the end; returns the
 /// list's resourceVersion.
+#[tracing::instrument(name = "relist", skip_all, fields(cluster = %cache.name, kind = %table.kind))]
 async fn list(cache: &ClusterCache, table: &Table, base: &str) -> Result<String, String> {
     let accept = if table.full {
         "application/json"
@@ -262,6 +263,7 @@ pub fn apply_event_to(
         stats.skipped.fetch_add(1, Ordering::Relaxed);
         return Applied::Skipped;
     };
+    table.touch();
     let advanced = |rv: String| {
         if table.kind == "CustomResourceDefinition" {
             Applied::CrdChanged(rv)

@@ -322,6 +322,7 @@ impl Report {
 
 /// Predicts every target against `live`; `progress` is called after each object with
 /// (done, total).
+#[tracing::instrument(name = "engine", skip_all, fields(objects = targets.len()))]
 pub fn run(
     targets: &[Target],
     live: &dyn LiveObjects,

@@ -71,6 +71,9 @@ pub fn run() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { EXIT_INVALID } else { 0 });
         }
     };
+    // `serve` sets up its own logging (format, level, traces) inside its runtime.
+    let _guard = (!matches!(cli.command, Command::Serve(_)))
+        .then(|| crate::telemetry::init(crate::telemetry::LogFormat::Text, "warn", None));
     match cli.command {
         Command::Check(a) => check::run(a),
         Command::Apply(a) => apply::run(a),

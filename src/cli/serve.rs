@@ -54,6 +54,73 @@ pub struct ServeArgs {
     /// account only what releases need).
     #[arg(long, conflicts_with = "snapshot")]
     pub allow_apply: bool,
+    /// Serve Prometheus metrics (`GET /metrics`, OpenMetrics text) on this address.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Log lines as text or JSON (stderr; level from FIELDGUARD_LOG, default info).
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: crate::telemetry::LogFormat,
+    /// Export traces with OpenTelemetry OTLP/gRPC to this endpoint (e.g. http://otel-collector:4317).
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+}
+
+/// Starts logs, traces and the metrics endpoint (inside the runtime); the returned guard
+/// flushes traces, the sender stops the metrics endpoint.
+async fn telemetry(
+    args: &ServeArgs,
+) -> Result<(crate::telemetry::Guard, tokio::sync::watch::Sender<bool>), String> {
+    let guard = crate::telemetry::init(args.log_format, "info", args.otlp_endpoint.as_deref());
+    let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    if let Some(addr) = args.metrics_listen {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("--metrics-listen {addr}: {e}"))?;
+        tracing::info!(addr = %listener.local_addr().map_err(|e| e.to_string())?, "serving metrics");
+        tokio::spawn(crate::telemetry::metrics::serve(listener, async move {
+            let _ = stopped.changed().await;
+        }));
+    }
+    Ok((guard, stop))
+}
+
+/// Keeps the cache gauges current at each scrape.
+fn watch_metrics(cache: Arc<ClusterCache>) {
+    use crate::telemetry::metrics::{ClusterLabels, KindLabels, global};
+    use std::sync::atomic::Ordering;
+    global().on_scrape(Box::new(move |m| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        for t in cache.tables() {
+            let labels = KindLabels {
+                cluster: cache.name.clone(),
+                kind: t.kind.clone(),
+            };
+            m.cached_objects
+                .get_or_create(&labels)
+                .set(t.read().objects.len() as i64);
+            let seen = t.last_seen_ms.load(Ordering::Relaxed);
+            if seen > 0 {
+                m.watch_lag_seconds
+                    .get_or_create(&labels)
+                    .set(now.saturating_sub(seen) as f64 / 1000.0);
+            }
+        }
+        let c = ClusterLabels {
+            cluster: cache.name.clone(),
+        };
+        let st = &cache.stats;
+        m.watch_restarts
+            .get_or_create(&c)
+            .set(st.watch_restarts.load(Ordering::Relaxed) as i64);
+        m.relists
+            .get_or_create(&c)
+            .set(st.relists.load(Ordering::Relaxed) as i64);
+        m.skipped_objects
+            .get_or_create(&c)
+            .set(st.skipped.load(Ordering::Relaxed) as i64);
+    }));
 }
 
 pub fn run(args: ServeArgs) -> ExitCode {
@@ -83,13 +150,19 @@ pub fn run(args: ServeArgs) -> ExitCode {
     };
     let listen = args.listen;
     let result = rt.block_on(async move {
+        let (_guard, stop_metrics) = telemetry(&args).await?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
             if let Ok(addr) = rx.await {
-                eprintln!("fieldguard: serving {n} object(s) on {addr}");
+                tracing::info!(%addr, objects = n, "serving a snapshot");
             }
         });
-        service::serve(listen, stores, async {}, shutdown_signal(), Some(tx)).await
+        let r = service::serve(listen, stores, async {}, shutdown_signal(), Some(tx))
+            .await
+            .map_err(|e| e.to_string());
+        let _ = stop_metrics.send(true);
+        tracing::info!("stopped");
+        r
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -143,6 +216,7 @@ fn serve_clusters(args: ServeArgs) -> ExitCode {
     let listen = args.listen;
     let kubeconfig = args.kubeconfig.clone();
     let result = rt.block_on(async move {
+        let (_guard, stop_metrics) = telemetry(&args).await.map_err(|e| (EXIT_INVALID, e))?;
         let mut caches = Vec::new();
         let mut by_name: BTreeMap<String, Arc<dyn Store>> = BTreeMap::new();
         for ctx in &contexts {
@@ -157,7 +231,8 @@ fn serve_clusters(args: ServeArgs) -> ExitCode {
             let cache = ClusterCache::start(&name, api, config.clone())
                 .await
                 .map_err(|e| (EXIT_UNREACHABLE, e.to_string()))?;
-            eprintln!("fieldguard: watching {}", cache.describe());
+            tracing::info!(cluster = %name, source = %cache.describe(), "watching");
+            watch_metrics(cache.clone());
             caches.push(cache.clone());
             by_name.insert(name, cache);
         }
@@ -171,17 +246,20 @@ fn serve_clusters(args: ServeArgs) -> ExitCode {
             for c in &caches {
                 c.wait_synced().await;
             }
-            eprintln!("fieldguard: initial sync complete");
+            tracing::info!("initial sync complete");
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
             if let Ok(addr) = rx.await {
-                eprintln!("fieldguard: listening on {addr}");
+                tracing::info!(%addr, "listening");
             }
         });
-        service::serve(listen, stores, ready, shutdown_signal(), Some(tx))
+        let r = service::serve(listen, stores, ready, shutdown_signal(), Some(tx))
             .await
-            .map_err(|e| (EXIT_INVALID, e.to_string()))
+            .map_err(|e| (EXIT_INVALID, e.to_string()));
+        let _ = stop_metrics.send(true);
+        tracing::info!("stopped");
+        r
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -212,5 +290,5 @@ async fn shutdown_signal() {
         _ = ctrl_c => {},
         _ = term => {},
     }
-    eprintln!("fieldguard: shutting down (draining in-flight requests)");
+    tracing::info!("shutting down (draining in-flight requests)");
 }

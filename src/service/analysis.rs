@@ -97,6 +97,7 @@ fn job(req: pb::PredictRequest) -> Result<Job, Status> {
 
 /// Parses, resolves and predicts, for one cluster (blocking work).
 #[allow(clippy::result_large_err)]
+#[tracing::instrument(name = "predict_on_cluster", skip_all, fields(cluster = %store.describe(), manifests = job.manifests.len()))]
 fn predict_on(job: &Job, store: &dyn super::Store) -> Result<Report, Status> {
     let mut loaded: Loaded = manifest::load(&[], &mut std::io::empty());
     for m in &job.manifests {
@@ -172,16 +173,53 @@ async fn predict(stores: &Stores, job: Job) -> Result<pb::PredictResponse, Statu
     Ok(pb::PredictResponse { clusters: out })
 }
 
+/// Records a prediction's latency, conflicts and status code.
+fn observe(method: &str, start: std::time::Instant, r: &Result<pb::PredictResponse, Status>) {
+    use crate::telemetry::metrics::{RpcCodeLabels, RpcLabels, global};
+    let m = global();
+    let code = match r {
+        Ok(resp) => {
+            m.prediction_seconds
+                .get_or_create(&RpcLabels {
+                    method: method.into(),
+                })
+                .observe(start.elapsed().as_secs_f64());
+            let conflicts: u64 = resp
+                .clusters
+                .iter()
+                .flat_map(|c| &c.objects)
+                .map(|o| o.conflicts.len() as u64)
+                .sum();
+            m.conflicts_found.inc_by(conflicts);
+            Code::Ok
+        }
+        Err(s) => s.code(),
+    };
+    m.requests
+        .get_or_create(&RpcCodeLabels {
+            method: method.into(),
+            code: format!("{code:?}"),
+        })
+        .inc();
+    tracing::debug!(method, code = ?code, elapsed_ms = start.elapsed().as_millis() as u64, "prediction");
+}
+
 type PredictionStream = Pin<Box<dyn Stream<Item = Result<pb::ObjectPrediction, Status>> + Send>>;
 
 #[tonic::async_trait]
 impl Analysis for AnalysisService {
+    #[tracing::instrument(name = "PredictConflicts", skip_all)]
     async fn predict_conflicts(
         &self,
         req: Request<pb::PredictRequest>,
     ) -> Result<Response<pb::PredictResponse>, Status> {
-        let job = job(req.into_inner())?;
-        Ok(Response::new(predict(&self.stores, job).await?))
+        let start = std::time::Instant::now();
+        let r = match job(req.into_inner()) {
+            Ok(job) => predict(&self.stores, job).await,
+            Err(e) => Err(e),
+        };
+        observe("PredictConflicts", start, &r);
+        Ok(Response::new(r?))
     }
 
     type PredictConflictsStreamStream = PredictionStream;
@@ -219,7 +257,10 @@ impl Analysis for AnalysisService {
                 }
             }
         }
-        let resp = predict(&self.stores, job).await?;
+        let start = std::time::Instant::now();
+        let resp = predict(&self.stores, job).await;
+        observe("PredictConflictsStream", start, &resp);
+        let resp = resp?;
         let items: Vec<Result<pb::ObjectPrediction, Status>> = resp
             .clusters
             .into_iter()

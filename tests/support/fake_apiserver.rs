@@ -104,6 +104,8 @@ pub struct State {
     /// Another writer wins a race: the next write to an object of this name is preceded by a
     /// change to it (an annotation), as if someone edited it after the prediction.
     pub touch_before_write: Option<String>,
+    /// Delay before answering each GET of a single object (a slow apiserver).
+    pub slow_gets: Option<std::time::Duration>,
     events: Vec<Event>,
     watchers: Vec<Watcher>,
 }
@@ -380,6 +382,13 @@ async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body
         .await
         .map(|b| b.to_bytes())
         .unwrap_or_default();
+    let delay = st.lock().unwrap().slow_gets;
+    if let Some(d) = delay
+        && method == hyper::Method::GET
+        && query.get("watch").is_none()
+    {
+        tokio::time::sleep(d).await;
+    }
     let mut s = st.lock().unwrap();
     s.requests.push(format!("{method} {path}"));
     if method != hyper::Method::GET
