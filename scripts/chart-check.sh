@@ -19,9 +19,11 @@ trap 'rm -rf "$out"' EXIT
 "$helm" template fieldguard "$chart" --namespace platform -f "$chart/ci/full-values.yaml" > "$out/full.yaml"
 "$venv/kubernetes-validate" --strict --quiet -k 1.33.0 "$out/default.yaml" "$out/full.yaml"
 for f in default full; do
-  cargo run --quiet --release -- check --snapshot examples/cluster --field-manager helm \
+  cargo run --quiet --release -- check --snapshot examples/cluster \
+    --snapshot tests/data/crds/prometheus-operator-ServiceMonitor.yaml --field-manager helm \
     -n platform -o json "$out/$f.yaml" > "$out/$f.json"
 done
+grep -q "kind: ServiceMonitor" "$out/full.yaml" || { echo "chart-check: no ServiceMonitor rendered" >&2; exit 1; }
 printf 'grpcPort: "not a port"\n' > "$out/bad.yaml"
 if "$helm" template fieldguard "$chart" -f "$out/bad.yaml" > /dev/null 2>&1; then
   echo "chart-check: values.schema.json accepted a bad value" >&2
