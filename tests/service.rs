@@ -511,6 +511,9 @@ async fn predictions_over_watched_clusters_equal_the_snapshot_and_span_clusters(
         .into(),
         default: "prod".into(),
         allow_apply: false,
+        auth: Arc::new(fieldguard::service::auth::Auth::open()),
+        tls: None,
+        audit: Default::default(),
     };
     let live = start_with(stores).await;
     let snap = start().await;
@@ -628,38 +631,67 @@ async fn releases_apply_streams_progress_then_the_result() {
         manifests: vec![manifest],
         ..Default::default()
     };
+    // Alice may read and write ConfigMaps and release records in `shop`, nothing else.
+    {
+        let mut st = fresh.state.lock().unwrap();
+        st.tokens.insert(
+            "alice-token".into(),
+            (
+                "alice".into(),
+                vec!["devs".into()],
+                vec!["fieldguard".into()],
+                false,
+            ),
+        );
+        for resource in ["configmaps", "secrets"] {
+            st.grants
+                .push(("alice".into(), "*".into(), resource.into(), "shop".into()));
+        }
+    }
+    let audit_file =
+        std::env::temp_dir().join(format!("fieldguard-audit-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&audit_file);
+    let store = cache.clone() as Arc<dyn fieldguard::service::Store>;
 
     // Off unless asked for.
-    let mut stores = Stores::single(
-        "staging",
-        cache.clone() as Arc<dyn fieldguard::service::Store>,
-    );
+    let mut stores = secured(Stores::single("staging", store.clone()), &fresh, false).await;
+    stores.audit = Arc::new(fieldguard::service::releases::AuditLog::to_file(&audit_file).unwrap());
     let running = start_with(stores.clone()).await;
     let err = ReleasesClient::new(running.channel.clone())
-        .apply(request.clone())
+        .apply(authorized(
+            tonic::Request::new(request.clone()),
+            "alice-token",
+        ))
         .await
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::PermissionDenied);
     running.stop().await;
 
-    // A snapshot cannot be written to.
-    let mut snap = Stores::single("example", store());
-    snap.allow_apply = true;
-    let running = start_with(snap).await;
+    // An open service (no authentication configured) never applies.
+    let mut open = Stores::single("staging", store.clone());
+    open.allow_apply = true;
+    let running = start_with(open).await;
     let err = ReleasesClient::new(running.channel.clone())
-        .apply(pb::ApplyRequest {
-            cluster: String::new(),
-            ..request.clone()
-        })
+        .apply(request.clone())
         .await
         .unwrap_err();
-    assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+    assert_eq!(err.code(), tonic::Code::PermissionDenied);
+    assert!(err.message().contains("authenticate"), "{}", err.message());
     running.stop().await;
 
     stores.allow_apply = true;
     let running = start_with(stores).await;
-    let mut events = ReleasesClient::new(running.channel.clone())
+    // Without credentials: refused.
+    let err = ReleasesClient::new(running.channel.clone())
         .apply(request.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unauthenticated);
+    let mut events = ReleasesClient::new(running.channel.clone())
+        .apply(authorized(
+            tonic::Request::new(request.clone()),
+            "alice-token",
+        ))
         .await
         .unwrap()
         .into_inner();
@@ -682,20 +714,71 @@ async fn releases_apply_streams_progress_then_the_result() {
         progress.iter().any(|p| p.contains("settings: created")),
         "{progress:?}"
     );
+    // Every request of the apply was made as alice.
+    let writes: Vec<String> = fresh
+        .requests()
+        .into_iter()
+        .filter(|q| q.contains("/namespaces/shop/"))
+        .collect();
     assert!(
-        fresh
+        writes
+            .iter()
+            .any(|q| q == "PATCH /api/v1/namespaces/shop/configmaps/settings as alice"),
+        "{writes:?}"
+    );
+    assert!(
+        writes.iter().all(|q| q.ends_with(" as alice")),
+        "{writes:?}"
+    );
+    let audit = std::fs::read_to_string(&audit_file).unwrap();
+    let entry: serde_json::Value = serde_json::from_str(audit.lines().next().unwrap()).unwrap();
+    assert_eq!(entry["user"], "alice");
+    assert_eq!(entry["method"], "ssa");
+    assert_eq!(entry["status"], "deployed");
+    assert_eq!(entry["objects"][0]["result"], "created");
+
+    // Alice cannot write Deployments: the apiserver refuses the impersonated request.
+    let deploy = pb::Manifest {
+        name: "checkout.yaml".into(),
+        content: std::fs::read(root().join("examples/release/checkout.yaml")).unwrap(),
+    };
+    let other = pb::ApplyRequest {
+        release: "checkout".into(),
+        manifests: vec![deploy],
+        ..request.clone()
+    };
+    let mut events = ReleasesClient::new(running.channel.clone())
+        .apply(authorized(tonic::Request::new(other), "alice-token"))
+        .await
+        .unwrap()
+        .into_inner();
+    let refusal = loop {
+        match events.message().await {
+            Ok(Some(pb::ApplyEvent {
+                event: Some(pb::apply_event::Event::Result(r)),
+            })) => break format!("{r:?}"),
+            Ok(Some(_)) => continue,
+            Ok(None) => break String::new(),
+            Err(e) => break e.message().to_string(),
+        }
+    };
+    assert!(refusal.contains("forbidden"), "{refusal}");
+    assert!(
+        !fresh
             .requests()
             .iter()
-            .any(|q| q.starts_with("PATCH /api/v1/namespaces/shop/configmaps/settings"))
+            .any(|q| q.starts_with("PATCH /apis/apps/v1/namespaces/shop/deployments")),
+        "nothing written"
     );
 
     // An object of another release is refused, nothing written.
+    let theirs = pb::ApplyRequest {
+        release: "other".into(),
+        adopt: true,
+        ..request
+    };
     let err = ReleasesClient::new(running.channel.clone())
-        .apply(pb::ApplyRequest {
-            release: "other".into(),
-            adopt: true,
-            ..request
-        })
+        .apply(authorized(tonic::Request::new(theirs), "alice-token"))
         .await
         .unwrap()
         .into_inner()
@@ -738,5 +821,149 @@ async fn shutdown_drains_requests_in_flight() {
     assert!(!answer.unwrap().into_inner().clusters[0].objects.is_empty());
     // The listener is gone: new connections are refused.
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+    cache.stop();
+}
+
+/// Token-review authentication over the fake cluster (audience `fieldguard`).
+async fn secured(
+    mut stores: Stores,
+    server: &support::fake_apiserver::FakeApiServer,
+    anonymous: bool,
+) -> Stores {
+    use fieldguard::service::auth::{Auth, AuthConfig};
+    let api = server.api("shop").await;
+    stores.auth = Arc::new(Auth::new(
+        AuthConfig {
+            token_review: true,
+            audiences: vec!["fieldguard".into()],
+            mtls: false,
+            anonymous,
+            cache_ttl: std::time::Duration::from_secs(30),
+        },
+        Some(api),
+    ));
+    stores
+}
+
+fn authorized<T>(mut req: tonic::Request<T>, token: &str) -> tonic::Request<T> {
+    req.metadata_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    req
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authentication_modes_and_read_authorization() {
+    let prod = support::example_cluster();
+    {
+        let mut st = prod.state.lock().unwrap();
+        let aud = vec!["fieldguard".to_string()];
+        st.tokens.insert(
+            "alice-token".into(),
+            ("alice".into(), vec![], aud.clone(), false),
+        );
+        st.tokens
+            .insert("old-token".into(), ("alice".into(), vec![], aud, true));
+        st.tokens.insert(
+            "other-audience".into(),
+            ("alice".into(), vec![], vec!["kubernetes".into()], false),
+        );
+        st.grants.push((
+            "alice".into(),
+            "get".into(),
+            "services".into(),
+            "shop".into(),
+        ));
+        st.grants.push((
+            "system:unauthenticated".into(),
+            "get".into(),
+            "horizontalpodautoscalers".into(),
+            "shop".into(),
+        ));
+    }
+    let cache = cache_of(&prod, "prod").await;
+    let store = cache.clone() as Arc<dyn fieldguard::service::Store>;
+    let stores = secured(Stores::single("prod", store.clone()), &prod, false).await;
+    let mut running = start_with(stores).await;
+    running.ready.take().unwrap().send(()).unwrap();
+    let mut own = OwnershipClient::new(running.channel.clone());
+    let managers = || pb::ManagersRequest {
+        selector: Some(pb::Selector {
+            namespace: "shop".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    // Credentials are required; rejected and expired tokens are refused, never echoed.
+    let e = own.managers(managers()).await.unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated);
+    for (token, why) in [
+        ("not-a-token", "invalid"),
+        ("old-token", "expired"),
+        ("other-audience", "audiences"),
+    ] {
+        let e = own
+            .managers(authorized(tonic::Request::new(managers()), token))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::Unauthenticated, "{token}");
+        assert!(e.message().contains(why), "{token}: {}", e.message());
+        assert!(!e.message().contains(token), "the token is never echoed");
+    }
+    // Alice may get Services in shop, nothing else.
+    let blame = |kind: &str, api_version: &str, name: &str| pb::BlameRequest {
+        object: Some(pb::ObjectRef {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: "shop".into(),
+            name: name.into(),
+        }),
+        ..Default::default()
+    };
+    let svc = own
+        .blame(authorized(
+            tonic::Request::new(blame("Service", "v1", "checkout")),
+            "alice-token",
+        ))
+        .await;
+    assert!(svc.is_ok(), "{svc:?}");
+    let e = own
+        .blame(authorized(
+            tonic::Request::new(blame("Deployment", "apps/v1", "checkout")),
+            "alice-token",
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied);
+    let m = own
+        .managers(authorized(tonic::Request::new(managers()), "alice-token"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(m.objects, 1, "only the Service is counted");
+    let e = AnalysisClient::new(running.channel.clone())
+        .predict_conflicts(authorized(tonic::Request::new(request()), "alice-token"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied);
+    assert!(
+        e.message().contains("Deployment.apps shop/checkout"),
+        "{}",
+        e.message()
+    );
+    running.stop().await;
+
+    // Anonymous access, when enabled, reads what system:anonymous may read.
+    let stores = secured(Stores::single("prod", store), &prod, true).await;
+    let mut running = start_with(stores).await;
+    running.ready.take().unwrap().send(()).unwrap();
+    let mut own = OwnershipClient::new(running.channel.clone());
+    let m = own.managers(managers()).await.unwrap().into_inner();
+    assert_eq!(m.objects, 1, "only the HorizontalPodAutoscaler");
+    let e = own
+        .blame(blame("Service", "v1", "checkout"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied);
+    running.stop().await;
     cache.stop();
 }

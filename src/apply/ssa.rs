@@ -197,7 +197,8 @@ impl Api {
         content_type: &str,
         body: Vec<u8>,
     ) -> Result<String, Result<kube::core::Status, ClusterError>> {
-        let req = http::Request::builder()
+        let req = self
+            .with_identity(http::Request::builder())
             .method(method.clone())
             .uri(url)
             .header(http::header::CONTENT_TYPE, content_type)

@@ -352,6 +352,15 @@ impl Store for ClusterCache {
         Some(self.api.clone())
     }
 
+    fn resource_of(&self, r: &ObjectRef) -> Option<String> {
+        self.watched
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|w| w.resource.kind == r.kind && group_of(&w.resource.api_version) == r.group)
+            .map(|w| w.resource.plural.clone())
+    }
+
     fn managed_by(&self, manager: &str) -> Vec<(ObjectRef, Stored)> {
         let mut out = Vec::new();
         for t in self.tables() {
@@ -371,4 +380,8 @@ impl Store for ClusterCache {
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
     }
+}
+
+fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(g, _)| g)
 }

@@ -60,9 +60,77 @@ pub struct ServeArgs {
     /// Log lines as text or JSON (stderr; level from FIELDGUARD_LOG, default info).
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: crate::telemetry::LogFormat,
+    /// Serve TLS with this certificate (PEM; with --tls-key).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// Require client certificates signed by this CA (PEM); the certificate's CN is the user,
+    /// its O entries the groups (mTLS authentication).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_client_ca: Option<std::path::PathBuf>,
+    /// Authenticate bearer tokens with the cluster's TokenReview API.
+    #[arg(long, conflicts_with = "snapshot")]
+    pub token_review: bool,
+    /// Audiences tokens must be issued for (repeatable; with --token-review).
+    #[arg(
+        long = "token-audience",
+        value_name = "AUDIENCE",
+        requires = "token_review"
+    )]
+    pub token_audiences: Vec<String>,
+    /// Let callers without credentials read what system:anonymous may read (never apply).
+    #[arg(long)]
+    pub anonymous: bool,
+    /// Append every apply (who, what, method, result) to this file as JSON lines.
+    #[arg(long, value_name = "FILE")]
+    pub audit_log: Option<std::path::PathBuf>,
     /// Export traces with OpenTelemetry OTLP/gRPC to this endpoint (e.g. http://otel-collector:4317).
     #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL")]
     pub otlp_endpoint: Option<String>,
+}
+
+/// What `security` sets up: TLS, authentication, the audit log.
+type Security = (
+    Option<tonic::transport::ServerTlsConfig>,
+    Arc<crate::service::auth::Auth>,
+    Arc<crate::service::releases::AuditLog>,
+);
+
+/// TLS, authentication and the audit log, from the arguments.
+fn security(args: &ServeArgs, api: Option<Api>) -> Result<Security, String> {
+    use crate::service::auth::{Auth, AuthConfig};
+    let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(c), Some(k)) => {
+            let mut t = tonic::transport::ServerTlsConfig::new()
+                .identity(tonic::transport::Identity::from_pem(read(c)?, read(k)?));
+            if let Some(ca) = &args.tls_client_ca {
+                t = t.client_ca_root(tonic::transport::Certificate::from_pem(read(ca)?));
+            }
+            Some(t)
+        }
+        _ => None,
+    };
+    let config = AuthConfig {
+        token_review: args.token_review,
+        audiences: args.token_audiences.clone(),
+        mtls: args.tls_client_ca.is_some(),
+        anonymous: args.anonymous,
+        cache_ttl: std::time::Duration::from_secs(30),
+    };
+    let auth = Auth::new(config, api);
+    if auth.is_open() {
+        tracing::warn!(
+            "no authentication configured (--tls-client-ca, --token-review): every caller reads everything, nobody applies"
+        );
+    }
+    let audit = match &args.audit_log {
+        Some(p) => crate::service::releases::AuditLog::to_file(p)
+            .map_err(|e| format!("--audit-log {}: {e}", p.display()))?,
+        None => Default::default(),
+    };
+    Ok((tls, Arc::new(auth), Arc::new(audit)))
 }
 
 /// Starts logs, traces and the metrics endpoint (inside the runtime); the returned guard
@@ -140,7 +208,15 @@ pub fn run(args: ServeArgs) -> ExitCode {
         return print_errors(&e);
     }
     let n = snap.len();
-    let stores = Stores::single("snapshot", Arc::new(SnapshotStore::new(snap, catalog)));
+    let mut stores = Stores::single("snapshot", Arc::new(SnapshotStore::new(snap, catalog)));
+    match security(&args, None) {
+        Ok((tls, auth, audit)) => {
+            stores.tls = tls;
+            stores.auth = auth;
+            stores.audit = audit;
+        }
+        Err(e) => return usage_error(&e),
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -237,10 +313,15 @@ fn serve_clusters(args: ServeArgs) -> ExitCode {
             by_name.insert(name, cache);
         }
         let default = by_name.keys().next().cloned().unwrap_or_default();
+        let default_api = by_name.get(&default).and_then(|s| s.api());
+        let (tls, auth, audit) = security(&args, default_api).map_err(|e| (EXIT_INVALID, e))?;
         let stores = Stores {
             by_name,
             default,
             allow_apply: args.allow_apply,
+            auth,
+            tls,
+            audit,
         };
         let ready = async move {
             for c in &caches {

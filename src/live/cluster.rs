@@ -47,6 +47,8 @@ pub struct Cluster {
 pub struct Api {
     client: kube::Client,
     url: String,
+    /// Requests are made as this user and groups (`Impersonate-User`/`Impersonate-Group`).
+    impersonate: Option<Arc<(String, Vec<String>)>>,
 }
 
 /// One object to fetch: where it lives and in which version to read it.
@@ -353,7 +355,14 @@ impl Api {
         let namespace = config.default_namespace.clone();
         let client = kube::Client::try_from(config)
             .map_err(|e| ClusterError(format!("cluster {url}: {e}")))?;
-        Ok((Api { client, url }, namespace))
+        Ok((
+            Api {
+                client,
+                url,
+                impersonate: None,
+            },
+            namespace,
+        ))
     }
 
     /// See [`Cluster::catalog_for`].
@@ -468,6 +477,31 @@ impl Api {
     }
 
     /// The client (for requests this module does not wrap).
+    /// The same API, every request made as `user` in `groups` (the apiserver checks the
+    /// caller's own permissions; this client's account needs only `impersonate`).
+    pub fn impersonating(&self, user: &str, groups: &[String]) -> Api {
+        Api {
+            impersonate: Some(Arc::new((user.to_string(), groups.to_vec()))),
+            ..self.clone()
+        }
+    }
+
+    /// Who requests are made as, when impersonating.
+    pub fn impersonated(&self) -> Option<&str> {
+        self.impersonate.as_ref().map(|i| i.0.as_str())
+    }
+
+    /// Adds the impersonation headers to a request being built.
+    pub fn with_identity(&self, mut b: http::request::Builder) -> http::request::Builder {
+        if let Some(i) = &self.impersonate {
+            b = b.header("Impersonate-User", i.0.as_str());
+            for g in &i.1 {
+                b = b.header("Impersonate-Group", g.as_str());
+            }
+        }
+        b
+    }
+
     pub fn client(&self) -> &kube::Client {
         &self.client
     }
@@ -488,7 +522,8 @@ impl Api {
         path: &str,
         accept: &str,
     ) -> Result<impl futures::AsyncBufRead + use<>, ClusterError> {
-        let req = http::Request::get(path)
+        let req = self
+            .with_identity(http::Request::get(path))
             .header(http::header::ACCEPT, accept)
             .body(Vec::new())
             .map_err(|e| ClusterError(format!("{path}: {e}")))?;
@@ -518,7 +553,8 @@ impl Api {
 
     /// GETs the text at `path`; `None` on 404.
     pub async fn get_text(&self, path: &str, accept: &str) -> Result<Option<String>, ClusterError> {
-        let req = http::Request::get(path)
+        let req = self
+            .with_identity(http::Request::get(path))
             .header(http::header::ACCEPT, accept)
             .body(Vec::new())
             .map_err(|e| ClusterError(format!("{path}: {e}")))?;

@@ -20,6 +20,28 @@ impl AnalysisService {
     pub fn new(stores: Stores) -> AnalysisService {
         AnalysisService { stores }
     }
+
+    /// A prediction shows live objects' owners and values: the caller must be allowed to `get`
+    /// every object predicted.
+    async fn authorize(
+        &self,
+        caller: &super::auth::Caller,
+        resp: pb::PredictResponse,
+    ) -> Result<pb::PredictResponse, Status> {
+        for c in &resp.clusters {
+            let (_, store) = self.stores.get(&c.cluster)?;
+            let refs: Vec<crate::live::ObjectRef> = c
+                .objects
+                .iter()
+                .map(|o| super::object_ref_of(o.object.as_ref()))
+                .collect();
+            let denied = self.stores.unreadable(caller, &*store, refs).await;
+            if !denied.is_empty() {
+                return Err(super::forbidden(caller, &denied));
+            }
+        }
+        Ok(resp)
+    }
 }
 
 pub(super) fn bad_request(errors: &[ManifestError], what: &str) -> Status {
@@ -214,8 +236,13 @@ impl Analysis for AnalysisService {
         req: Request<pb::PredictRequest>,
     ) -> Result<Response<pb::PredictResponse>, Status> {
         let start = std::time::Instant::now();
+        let caller = self.stores.caller(&req).await?;
         let r = match job(req.into_inner()) {
             Ok(job) => predict(&self.stores, job).await,
+            Err(e) => Err(e),
+        };
+        let r = match r {
+            Ok(resp) => self.authorize(&caller, resp).await,
             Err(e) => Err(e),
         };
         observe("PredictConflicts", start, &r);
@@ -228,6 +255,7 @@ impl Analysis for AnalysisService {
         &self,
         req: Request<Streaming<pb::PredictStreamRequest>>,
     ) -> Result<Response<Self::PredictConflictsStreamStream>, Status> {
+        let caller = self.stores.caller(&req).await?;
         let mut input = req.into_inner();
         let header = match input.next().await {
             Some(Ok(pb::PredictStreamRequest {
@@ -258,7 +286,10 @@ impl Analysis for AnalysisService {
             }
         }
         let start = std::time::Instant::now();
-        let resp = predict(&self.stores, job).await;
+        let resp = match predict(&self.stores, job).await {
+            Ok(r) => self.authorize(&caller, r).await,
+            Err(e) => Err(e),
+        };
         observe("PredictConflictsStream", start, &resp);
         let resp = resp?;
         let items: Vec<Result<pb::ObjectPrediction, Status>> = resp

@@ -8,6 +8,7 @@
 //! transport.
 
 pub mod analysis;
+pub mod auth;
 pub mod convert;
 pub mod ownership;
 pub mod releases;
@@ -24,6 +25,7 @@ pub mod proto {
 
 pub use store::{SnapshotStore, Store};
 
+use crate::live::ObjectRef;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -36,9 +38,71 @@ pub struct Stores {
     pub by_name: BTreeMap<String, Arc<dyn Store>>,
     /// Used when a request names no cluster.
     pub default: String,
-    /// `Releases.Apply` is served (off by default: the service would write with its own
-    /// account).
+    /// `Releases.Apply` is served (off by default).
     pub allow_apply: bool,
+    /// Who may call, and what they may read.
+    pub auth: Arc<auth::Auth>,
+    /// TLS (with client certificates when a client CA is set); None: plaintext.
+    pub tls: Option<tonic::transport::ServerTlsConfig>,
+    /// Where every apply is recorded.
+    pub audit: Arc<releases::AuditLog>,
+}
+
+impl Stores {
+    /// Authenticates a request's caller.
+    pub async fn caller<T>(&self, req: &tonic::Request<T>) -> Result<auth::Caller, Status> {
+        self.auth.authenticate(req).await
+    }
+
+    /// May `caller` read object `r` of `store`?
+    pub async fn may_read(&self, caller: &auth::Caller, store: &dyn Store, r: &ObjectRef) -> bool {
+        let resource = store
+            .resource_of(r)
+            .unwrap_or_else(|| format!("{}s", r.kind.to_lowercase()));
+        self.auth.can_get(caller, r, &resource).await
+    }
+
+    /// The objects among `refs` the caller may not read (empty: all readable).
+    pub async fn unreadable(
+        &self,
+        caller: &auth::Caller,
+        store: &dyn Store,
+        refs: impl IntoIterator<Item = ObjectRef>,
+    ) -> Vec<ObjectRef> {
+        let mut out = Vec::new();
+        for r in refs {
+            if !self.may_read(caller, store, &r).await {
+                out.push(r);
+            }
+        }
+        out
+    }
+}
+
+/// The object a response names.
+pub fn object_ref_of(o: Option<&proto::ObjectRef>) -> ObjectRef {
+    let o = o.cloned().unwrap_or_default();
+    ObjectRef {
+        group: o
+            .api_version
+            .rsplit_once('/')
+            .map_or("", |(g, _)| g)
+            .to_string(),
+        kind: o.kind,
+        namespace: o.namespace,
+        name: o.name,
+    }
+}
+
+/// PERMISSION_DENIED naming the objects a caller may not read.
+pub fn forbidden(caller: &auth::Caller, objects: &[ObjectRef]) -> Status {
+    let names: Vec<String> = objects.iter().map(|r| r.to_string()).collect();
+    error(
+        Code::PermissionDenied,
+        "FORBIDDEN",
+        &format!("{} may not get {}", caller.user, names.join(", ")),
+        &[],
+    )
 }
 
 impl Stores {
@@ -48,6 +112,9 @@ impl Stores {
             by_name: [(name.to_string(), store)].into(),
             default: name.to_string(),
             allow_apply: false,
+            auth: Arc::new(auth::Auth::open()),
+            tls: None,
+            audit: Arc::new(releases::AuditLog::default()),
         }
     }
 
@@ -143,7 +210,11 @@ pub async fn serve_on(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-    tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = stores.tls.clone() {
+        builder = builder.tls_config(tls)?;
+    }
+    builder
         .add_service(health)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)

@@ -161,15 +161,41 @@ fn blame_one(store: &dyn Store, req: &pb::BlameRequest) -> Result<pb::BlameRespo
     })
 }
 
+impl OwnershipService {
+    /// The items whose object the caller may read.
+    async fn readable<T>(
+        &self,
+        caller: &super::auth::Caller,
+        store: &dyn super::Store,
+        items: Vec<T>,
+        object: impl Fn(&T) -> Option<&pb::ObjectRef>,
+    ) -> Vec<T> {
+        let mut out = Vec::with_capacity(items.len());
+        for i in items {
+            let r = super::object_ref_of(object(&i));
+            if self.stores.may_read(caller, store, &r).await {
+                out.push(i);
+            }
+        }
+        out
+    }
+}
+
 #[tonic::async_trait]
 impl Ownership for OwnershipService {
     async fn blame(
         &self,
         req: Request<pb::BlameRequest>,
     ) -> Result<Response<pb::BlameResponse>, Status> {
+        let caller = self.stores.caller(&req).await?;
         let req = req.into_inner();
         let (_, store) = self.stores.get(&req.cluster)?;
-        let resp = blocking(move || blame_one(&*store, &req)).await?;
+        let s2 = store.clone();
+        let resp = blocking(move || blame_one(&*s2, &req)).await?;
+        let r = super::object_ref_of(resp.object.as_ref());
+        if !self.stores.may_read(&caller, &*store, &r).await {
+            return Err(super::forbidden(&caller, &[r]));
+        }
         Ok(Response::new(resp))
     }
 
@@ -179,8 +205,10 @@ impl Ownership for OwnershipService {
         &self,
         req: Request<pb::WhoOwnsRequest>,
     ) -> Result<Response<Self::WhoOwnsStream>, Status> {
+        let caller = self.stores.caller(&req).await?;
         let req = req.into_inner();
         let (_, store) = self.stores.get(&req.cluster)?;
+        let reader = store.clone();
         let re = Regex::new(&req.path_pattern).map_err(|e| {
             error(
                 Code::InvalidArgument,
@@ -216,6 +244,9 @@ impl Ownership for OwnershipService {
             Ok(out)
         })
         .await?;
+        let items = self
+            .readable(&caller, &*reader, items, |i| i.object.as_ref())
+            .await;
         Ok(Response::new(stream_of(items)))
     }
 
@@ -225,8 +256,10 @@ impl Ownership for OwnershipService {
         &self,
         req: Request<pb::ManagedByRequest>,
     ) -> Result<Response<Self::ManagedByStream>, Status> {
+        let caller = self.stores.caller(&req).await?;
         let req = req.into_inner();
         let (_, store) = self.stores.get(&req.cluster)?;
+        let reader = store.clone();
         if req.manager.is_empty() {
             return Err(error(
                 Code::InvalidArgument,
@@ -271,6 +304,9 @@ impl Ownership for OwnershipService {
             Ok(out)
         })
         .await?;
+        let items = self
+            .readable(&caller, &*reader, items, |i| i.object.as_ref())
+            .await;
         Ok(Response::new(stream_of(items)))
     }
 
@@ -278,14 +314,16 @@ impl Ownership for OwnershipService {
         &self,
         req: Request<pb::ManagersRequest>,
     ) -> Result<Response<pb::ManagersResponse>, Status> {
+        let caller = self.stores.caller(&req).await?;
         let req = req.into_inner();
         let (_, store) = self.stores.get(&req.cluster)?;
+        let mut all: Vec<(ObjectRef, Arc<Value>)> = Vec::new();
+        for (r, o) in store.all() {
+            if selected(&req.selector, &r, &o) && self.stores.may_read(&caller, &*store, &r).await {
+                all.push((r, o));
+            }
+        }
         let resp = blocking(move || {
-            let all: Vec<(ObjectRef, Arc<Value>)> = store
-                .all()
-                .into_iter()
-                .filter(|(r, o)| selected(&req.selector, r, o))
-                .collect();
             let inv = inventory::inventory(all.iter().map(|(r, o)| (r, &**o)));
             Ok(convert::managers(&inv))
         })

@@ -14,6 +14,37 @@ use std::time::Duration;
 use tokio_stream::Stream;
 use tonic::{Code, Request, Response, Status};
 
+/// The audit log of applies: one JSON object per line (who, what, method, result), to a file
+/// when configured, and always as a tracing event (target `fieldguard::audit`).
+#[derive(Default)]
+pub struct AuditLog {
+    file: Option<std::sync::Mutex<std::fs::File>>,
+}
+
+impl AuditLog {
+    /// Appends to `path` (created if absent).
+    pub fn to_file(path: &std::path::Path) -> std::io::Result<AuditLog> {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        Ok(AuditLog {
+            file: Some(std::sync::Mutex::new(f)),
+        })
+    }
+
+    pub fn record(&self, entry: &serde_json::Value) {
+        tracing::info!(target: "fieldguard::audit", entry = %entry, "apply");
+        if let Some(f) = &self.file {
+            use std::io::Write;
+            let mut f = f.lock().unwrap_or_else(|p| p.into_inner());
+            if let Err(e) = writeln!(f, "{entry}").and_then(|_| f.flush()) {
+                tracing::error!("cannot write the audit log: {e}");
+            }
+        }
+    }
+}
+
 pub struct ReleasesService {
     stores: Stores,
 }
@@ -68,6 +99,40 @@ fn result_of(o: &Outcome, cluster: &str) -> pb::ApplyResult {
     }
 }
 
+fn audit_entry(
+    who: &super::auth::Caller,
+    cluster: &str,
+    release: &str,
+    namespace: &str,
+    outcome: &Result<Outcome, RunError>,
+) -> serde_json::Value {
+    let time = time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
+    let mut e = serde_json::json!({
+        "time": time, "user": who.user, "groups": who.groups, "authenticatedBy": who.via,
+        "cluster": cluster, "release": release, "namespace": namespace,
+    });
+    match outcome {
+        Ok(o) => {
+            e["revision"] = o.revision.into();
+            e["operation"] = o.operation.clone().into();
+            e["method"] = o.method.as_str().into();
+            e["status"] = o.status.clone().into();
+            e["objects"] = o
+                .objects
+                .iter()
+                .map(|x| serde_json::json!({"object": x.object, "result": x.result.as_str()}))
+                .collect();
+        }
+        Err(err) => {
+            e["status"] = "refused".into();
+            e["error"] = err.to_string().into();
+        }
+    }
+    e
+}
+
 #[tonic::async_trait]
 impl Releases for ReleasesService {
     type ApplyStream = Events;
@@ -84,9 +149,21 @@ impl Releases for ReleasesService {
                 &[],
             ));
         }
+        let caller = self.stores.caller(&request).await?;
+        if !caller.may_write() {
+            return Err(error(
+                Code::PermissionDenied,
+                "AUTHENTICATION_REQUIRED",
+                "applies are made as their caller: authenticate with a client certificate or a bearer token",
+                &[],
+            ));
+        }
         let req = request.into_inner();
         let (cluster, store) = self.stores.get(&req.cluster)?;
-        let Some(api) = store.api() else {
+        let Some(api) = store
+            .api()
+            .map(|a| a.impersonating(&caller.user, &caller.groups))
+        else {
             return Err(error(
                 Code::FailedPrecondition,
                 "NOT_A_CLUSTER",
@@ -152,14 +229,19 @@ impl Releases for ReleasesService {
             poll: Duration::from_secs(2),
         };
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let audit = self.stores.audit.clone();
+        let who = caller.clone();
         tokio::spawn(async move {
+            let (release, namespace) = (run_req.release.clone(), run_req.namespace.clone());
             let progress_tx = tx.clone();
             let mut progress = move |line: &str| {
                 let _ = progress_tx.send(Ok(pb::ApplyEvent {
                     event: Some(Event::Progress(line.to_string())),
                 }));
             };
-            let msg = match run::run(&api, run_req, &mut progress).await {
+            let outcome = run::run(&api, run_req, &mut progress).await;
+            audit.record(&audit_entry(&who, &cluster, &release, &namespace, &outcome));
+            let msg = match outcome {
                 Ok(o) => Ok(pb::ApplyEvent {
                     event: Some(Event::Result(result_of(&o, &cluster))),
                 }),

@@ -23,6 +23,10 @@ pub trait Store: Send + Sync + 'static {
     fn all(&self) -> Vec<(ObjectRef, Stored)>;
     /// `snapshot examples/cluster`, `cluster https://…`.
     fn describe(&self) -> String;
+    /// The resource (plural) objects of this kind are served as, if known.
+    fn resource_of(&self, _r: &ObjectRef) -> Option<String> {
+        None
+    }
     /// The cluster's API, for writes (None: a snapshot).
     fn api(&self) -> Option<crate::live::cluster::Api> {
         None

@@ -106,6 +106,11 @@ pub struct State {
     pub touch_before_write: Option<String>,
     /// Delay before answering each GET of a single object (a slow apiserver).
     pub slow_gets: Option<std::time::Duration>,
+    /// TokenReview: token → (user, groups, audiences, expired).
+    pub tokens: BTreeMap<String, (String, Vec<String>, Vec<String>, bool)>,
+    /// RBAC for SubjectAccessReviews and impersonated requests: (user or group, verb, resource,
+    /// namespace); "*" matches any verb or resource, "" any namespace.
+    pub grants: Vec<(String, String, String, String)>,
     events: Vec<Event>,
     watchers: Vec<Watcher>,
 }
@@ -376,6 +381,17 @@ async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
+    let impersonate_user = req
+        .headers()
+        .get("impersonate-user")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let impersonate_groups: Vec<String> = req
+        .headers()
+        .get_all("impersonate-group")
+        .iter()
+        .filter_map(|v| v.to_str().ok().map(str::to_string))
+        .collect();
     let body = req
         .into_body()
         .collect()
@@ -385,12 +401,34 @@ async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body
     let delay = st.lock().unwrap().slow_gets;
     if let Some(d) = delay
         && method == hyper::Method::GET
-        && query.get("watch").is_none()
+        && !query.contains_key("watch")
     {
         tokio::time::sleep(d).await;
     }
     let mut s = st.lock().unwrap();
-    s.requests.push(format!("{method} {path}"));
+    match &impersonate_user {
+        Some(u) => s.requests.push(format!("{method} {path} as {u}")),
+        None => s.requests.push(format!("{method} {path}")),
+    }
+    if method == hyper::Method::POST && path == "/apis/authentication.k8s.io/v1/tokenreviews" {
+        return super::fake_writes::token_review(&s, &body);
+    }
+    if method == hyper::Method::POST && path == "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+    {
+        return super::fake_writes::subject_access_review(&s, &body);
+    }
+    if let Some(user) = &impersonate_user
+        && let Some(denied) = super::fake_writes::forbidden(
+            &s,
+            user,
+            &impersonate_groups,
+            &method,
+            &path,
+            query.contains_key("watch"),
+        )
+    {
+        return denied;
+    }
     if method != hyper::Method::GET
         && let Some(name) = s.touch_before_write.clone()
         && path.ends_with(&format!("/{name}"))

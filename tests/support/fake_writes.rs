@@ -506,3 +506,114 @@ pub fn selects(selector: &str, obj: &Value) -> bool {
             None => obj["metadata"]["labels"].get(term).is_some(),
         })
 }
+
+/// A TokenReview answer from the configured tokens.
+pub fn token_review(s: &State, body: &[u8]) -> Response<Body> {
+    let req: Value = serde_json::from_slice(body).unwrap_or_default();
+    let token = req["spec"]["token"].as_str().unwrap_or("");
+    let audiences: Vec<String> = req["spec"]["audiences"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let status = match s.tokens.get(token) {
+        None => json!({"authenticated": false, "error": "invalid bearer token"}),
+        Some((_, _, _, true)) => json!({"authenticated": false, "error": "token has expired"}),
+        Some((_, _, auds, _))
+            if !audiences.is_empty() && !audiences.iter().any(|a| auds.contains(a)) =>
+        {
+            json!({"authenticated": false, "error": "token audiences do not match"})
+        }
+        Some((user, groups, auds, _)) => json!({"authenticated": true,
+            "user": {"username": user, "groups": groups}, "audiences": auds}),
+    };
+    reply(
+        StatusCode::CREATED,
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "status": status}),
+    )
+}
+
+fn granted(s: &State, user: &str, groups: &[String], verb: &str, resource: &str, ns: &str) -> bool {
+    s.grants.iter().any(|(who, v, r, n)| {
+        (who == user || groups.contains(who))
+            && (v == "*" || v == verb)
+            && (r == "*" || r == resource)
+            && (n.is_empty() || n == ns)
+    })
+}
+
+/// A SubjectAccessReview answer from the configured grants.
+pub fn subject_access_review(s: &State, body: &[u8]) -> Response<Body> {
+    let req: Value = serde_json::from_slice(body).unwrap_or_default();
+    let spec = &req["spec"];
+    let groups: Vec<String> = spec["groups"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let ra = &spec["resourceAttributes"];
+    let allowed = granted(
+        s,
+        spec["user"].as_str().unwrap_or(""),
+        &groups,
+        ra["verb"].as_str().unwrap_or(""),
+        ra["resource"].as_str().unwrap_or(""),
+        ra["namespace"].as_str().unwrap_or(""),
+    );
+    reply(
+        StatusCode::CREATED,
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "status": {"allowed": allowed}}),
+    )
+}
+
+/// 403 for an impersonated request the grants do not allow (None: allowed). Discovery and
+/// schema documents are readable by everyone, as in a real cluster.
+pub fn forbidden(
+    s: &State,
+    user: &str,
+    groups: &[String],
+    method: &hyper::Method,
+    path: &str,
+    watch: bool,
+) -> Option<Response<Body>> {
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let rest: &[&str] = match parts.as_slice() {
+        ["api", _, rest @ ..] => rest,
+        ["apis", _, _, rest @ ..] => rest,
+        _ => return None,
+    };
+    let (ns, resource, named) = match rest {
+        [] => return None,
+        ["namespaces", ns, plural] => (*ns, *plural, false),
+        ["namespaces", ns, plural, _] => (*ns, *plural, true),
+        [plural] => ("", *plural, false),
+        [plural, _] => ("", *plural, true),
+        _ => return None,
+    };
+    let verb = match (method.as_str(), named, watch) {
+        ("GET", true, _) => "get",
+        ("GET", false, true) => "watch",
+        ("GET", false, false) => "list",
+        ("POST", _, _) => "create",
+        ("PUT", _, _) => "update",
+        ("PATCH", _, _) => "patch",
+        ("DELETE", _, _) => "delete",
+        _ => "unknown",
+    };
+    if granted(s, user, groups, verb, resource, ns) {
+        return None;
+    }
+    Some(status(
+        403,
+        "Forbidden",
+        format!(
+            "{resource} is forbidden: User \"{user}\" cannot {verb} resource \"{resource}\" in the namespace \"{ns}\""
+        ),
+    ))
+}
