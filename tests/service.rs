@@ -967,3 +967,167 @@ async fn authentication_modes_and_read_authorization() {
     running.stop().await;
     cache.stop();
 }
+
+/// A CA, a server certificate for localhost and client certificates (CN user, O groups).
+struct Pki {
+    ca: String,
+    server: (String, String),
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "fieldguard test CA");
+        let key = rcgen::KeyPair::generate().unwrap();
+        let ca = params.self_signed(&key).unwrap();
+        let issuer = rcgen::Issuer::new(params, key);
+        let server_key = rcgen::KeyPair::generate().unwrap();
+        let server = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+            .unwrap()
+            .signed_by(&server_key, &issuer)
+            .unwrap();
+        Pki {
+            ca: ca.pem(),
+            server: (server.pem(), server_key.serialize_pem()),
+            issuer,
+        }
+    }
+
+    fn client(&self, user: &str, groups: &[&str]) -> (String, String) {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, user);
+        for g in groups {
+            params
+                .distinguished_name
+                .push(rcgen::DnType::OrganizationName, *g);
+        }
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_tls_identifies_callers_by_certificate() {
+    use fieldguard::service::auth::{Auth, AuthConfig};
+    use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity, ServerTlsConfig};
+    let prod = support::example_cluster();
+    prod.state.lock().unwrap().grants.push((
+        "ops".into(),
+        "get".into(),
+        "services".into(),
+        "shop".into(),
+    ));
+    let cache = cache_of(&prod, "prod").await;
+    let pki = Pki::new();
+    let mut stores = Stores::single("prod", cache.clone() as Arc<dyn fieldguard::service::Store>);
+    stores.tls = Some(
+        ServerTlsConfig::new()
+            .identity(Identity::from_pem(&pki.server.0, &pki.server.1))
+            .client_ca_root(Certificate::from_pem(&pki.ca)),
+    );
+    stores.auth = Arc::new(Auth::new(
+        AuthConfig {
+            mtls: true,
+            cache_ttl: std::time::Duration::from_secs(30),
+            ..Default::default()
+        },
+        Some(prod.api("shop").await),
+    ));
+    let running = start_with_tls(stores).await;
+    let connect = |identity: Option<(String, String)>| {
+        let addr = running.addr;
+        let ca = pki.ca.clone();
+        async move {
+            let mut tls = ClientTlsConfig::new()
+                .ca_certificate(Certificate::from_pem(ca))
+                .domain_name("localhost");
+            if let Some((c, k)) = identity {
+                tls = tls.identity(Identity::from_pem(c, k));
+            }
+            Endpoint::from_shared(format!("https://{addr}"))
+                .unwrap()
+                .tls_config(tls)
+                .unwrap()
+                .connect()
+                .await
+        }
+    };
+    let blame = |kind: &str, api_version: &str| pb::BlameRequest {
+        object: Some(pb::ObjectRef {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: "shop".into(),
+            name: "checkout".into(),
+        }),
+        ..Default::default()
+    };
+    // bob (group ops) may get Services in shop.
+    let channel = connect(Some(pki.client("bob", &["ops"]))).await.unwrap();
+    let mut own = OwnershipClient::new(channel);
+    assert!(own.blame(blame("Service", "v1")).await.is_ok());
+    let e = own.blame(blame("Deployment", "apps/v1")).await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied);
+    assert!(
+        e.message().starts_with("bob may not get"),
+        "{}",
+        e.message()
+    );
+    // carol is not in ops.
+    let channel = connect(Some(pki.client("carol", &["dev"]))).await.unwrap();
+    let e = OwnershipClient::new(channel)
+        .blame(blame("Service", "v1"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied);
+    // Without a certificate, or with one from another CA, the handshake fails.
+    let refused = match connect(None).await {
+        Err(_) => true,
+        Ok(ch) => OwnershipClient::new(ch)
+            .blame(blame("Service", "v1"))
+            .await
+            .is_err(),
+    };
+    assert!(refused, "a client without a certificate is refused");
+    let stranger = Pki::new().client("mallory", &["ops"]);
+    let refused = match connect(Some(stranger)).await {
+        Err(_) => true,
+        Ok(ch) => OwnershipClient::new(ch)
+            .blame(blame("Service", "v1"))
+            .await
+            .is_err(),
+    };
+    assert!(refused, "a certificate from another CA is refused");
+    running.stop().await;
+    cache.stop();
+}
+
+async fn start_with_tls(stores: Stores) -> Running {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let done = tokio::spawn(async move {
+        service::serve_on(listener, stores, async {}, async {
+            let _ = stop_rx.await;
+        })
+        .await
+        .unwrap();
+    });
+    // A plaintext channel is never used against a TLS server; it only fills the struct.
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect_lazy();
+    Running {
+        channel,
+        addr,
+        ready: None,
+        stop: Some(stop_tx),
+        done,
+    }
+}
