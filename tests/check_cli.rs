@@ -908,3 +908,90 @@ fn service_metrics_json_logs_and_clean_stop() {
     }
     assert!(log.contains("\"message\":\"stopped\""), "{log}");
 }
+
+/// `check --server` against a service that authenticates with TokenReview: a token file
+/// authenticates; without it the call is refused (exit 2), and the token never shows.
+#[test]
+fn check_against_an_authenticating_service() {
+    let server = support::example_cluster();
+    {
+        let mut st = server.state.lock().unwrap();
+        st.tokens.insert(
+            "ci-token-0x1".into(),
+            ("ci".into(), vec!["pipelines".into()], vec![], false),
+        );
+        st.grants
+            .push(("pipelines".into(), "get".into(), "*".into(), "shop".into()));
+    }
+    let dir = tempdir("auth-service");
+    let kc = server.kubeconfig(&dir, "shop");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut svc = Command::new(env!("CARGO_BIN_EXE_fieldguard"))
+        .args([
+            "serve",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+            "--context",
+            "fake",
+            "--token-review",
+            "--listen",
+            &addr,
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let up = (0..400).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(25));
+        std::net::TcpStream::connect(&addr).is_ok()
+    });
+    assert!(up, "service did not start");
+    let token = dir.join("token");
+    std::fs::write(&token, "ci-token-0x1\n").unwrap();
+    let args = |extra: &[&str]| {
+        let mut a = vec![
+            "check",
+            "--server",
+            &addr,
+            "-n",
+            "shop",
+            "--field-manager",
+            "helm",
+            "-o",
+            "json",
+        ];
+        a.extend_from_slice(extra);
+        a.push("examples/release");
+        a.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let run = |a: Vec<String>| {
+        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+        fieldguard(&refs)
+    };
+    // The cache syncs first; retry while the service is not ready yet.
+    let mut o = run(args(&["--token-file", token.to_str().unwrap()]));
+    for _ in 0..40 {
+        if o.status.code() != Some(3) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        o = run(args(&["--token-file", token.to_str().unwrap()]));
+    }
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(
+        json_of(&o)["summary"]["objects"].as_u64().map(|n| n > 0),
+        Some(true)
+    );
+    let o = run(args(&[]));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("credentials required"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::write(&token, "wrong-token\n").unwrap();
+    let o = run(args(&["--token-file", token.to_str().unwrap()]));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("wrong-token"));
+    let _ = svc.kill();
+    let _ = svc.wait();
+}

@@ -41,6 +41,23 @@ pub struct CheckArgs {
     /// With --server: read the objects from the apiserver now instead of the service's cache.
     #[arg(long, requires = "server")]
     pub fresh: bool,
+    /// With --server: a file holding the bearer token to authenticate with (e.g. a projected
+    /// service account token); FIELDGUARD_TOKEN passes the token itself.
+    #[arg(
+        long,
+        env = "FIELDGUARD_TOKEN_FILE",
+        value_name = "FILE",
+        requires = "server"
+    )]
+    pub token_file: Option<std::path::PathBuf>,
+    /// With --server (https://): the CA that signed the service's certificate (PEM).
+    #[arg(long, value_name = "FILE", requires = "server")]
+    pub server_ca: Option<std::path::PathBuf>,
+    /// With --server (https://): a client certificate and key (PEM) for mTLS.
+    #[arg(long, value_name = "FILE", requires_all = ["server", "client_key"])]
+    pub client_cert: Option<std::path::PathBuf>,
+    #[arg(long, value_name = "FILE", requires = "client_cert")]
+    pub client_key: Option<std::path::PathBuf>,
     /// Report format.
     #[arg(short = 'o', long, value_enum, default_value = "text")]
     pub output: Format,

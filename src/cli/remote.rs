@@ -57,11 +57,42 @@ pub fn predict(
         .enable_all()
         .build()
         .map_err(|e| unreachable(format!("cannot start the runtime: {e}")))?;
+    let read = |p: &std::path::Path| {
+        std::fs::read(p).map_err(|e| super::usage_error(&format!("{}: {e}", p.display())))
+    };
+    let token = match (&args.token_file, std::env::var("FIELDGUARD_TOKEN")) {
+        (Some(f), _) => Some(String::from_utf8_lossy(&read(f)?).trim().to_string()),
+        (None, Ok(t)) if !t.is_empty() => Some(t),
+        _ => None,
+    };
+    let mut tls = None;
+    if uri.starts_with("https://") {
+        let mut t = tonic::transport::ClientTlsConfig::new().with_native_roots();
+        if let Some(ca) = &args.server_ca {
+            t = t.ca_certificate(tonic::transport::Certificate::from_pem(read(ca)?));
+        }
+        if let (Some(c), Some(k)) = (&args.client_cert, &args.client_key) {
+            t = t.identity(tonic::transport::Identity::from_pem(read(c)?, read(k)?));
+        }
+        tls = Some(t);
+    }
+    let mut request = tonic::Request::new(request);
+    if let Some(t) = token {
+        let v = format!("Bearer {t}")
+            .parse()
+            .map_err(|_| super::usage_error("the token is not a valid header value"))?;
+        request.metadata_mut().insert("authorization", v);
+    }
     let response = rt.block_on(async {
-        let endpoint = tonic::transport::Endpoint::from_shared(uri.clone())
+        let mut endpoint = tonic::transport::Endpoint::from_shared(uri.clone())
             .map_err(|e| Err(super::usage_error(&format!("--server {server}: {e}"))))?
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(300));
+        if let Some(t) = tls {
+            endpoint = endpoint
+                .tls_config(t)
+                .map_err(|e| Err(super::usage_error(&format!("--server {server}: {e}"))))?;
+        }
         let channel = endpoint.connect().await.map_err(|e| {
             Err(unreachable(format!(
                 "fieldguard service {uri} unreachable: {e}"
