@@ -107,6 +107,25 @@ pub struct ObjectOutcome {
     pub readiness: Option<String>,
 }
 
+impl ObjectOutcome {
+    /// An outcome with nothing more to say.
+    pub fn new(object: String, result: Result_) -> ObjectOutcome {
+        ObjectOutcome {
+            object,
+            result,
+            message: None,
+            conflicts: vec![],
+            forced_from: vec![],
+            readiness: None,
+        }
+    }
+
+    fn with_message(mut self, message: impl Into<String>) -> ObjectOutcome {
+        self.message = Some(message.into());
+        self
+    }
+}
+
 /// The outcome of a run.
 #[derive(Clone, Debug, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -155,8 +174,14 @@ pub enum RunError {
 }
 
 impl From<ClusterError> for RunError {
+    /// A 403 (the caller, impersonated, may not read something the release needs) is a
+    /// refusal, not an unreachable cluster.
     fn from(e: ClusterError) -> Self {
-        RunError::Cluster(e.0)
+        if e.0.ends_with("(403)") {
+            RunError::Refused(e.0)
+        } else {
+            RunError::Cluster(e.0)
+        }
     }
 }
 
@@ -527,14 +552,9 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
     if method == Method::Ssa && outcome.prediction.exit_code() == 1 {
         for o in &outcome.prediction.objects {
             if o.verdict == Verdict::Conflict {
-                outcome.objects.push(ObjectOutcome {
-                    object: o.object_ref.to_string(),
-                    result: Result_::Conflicted,
-                    message: o.message.clone(),
-                    conflicts: vec![],
-                    forced_from: vec![],
-                    readiness: None,
-                });
+                let mut x = ObjectOutcome::new(o.object_ref.to_string(), Result_::Conflicted);
+                x.message = o.message.clone();
+                outcome.objects.push(x);
             }
         }
         outcome.status = "refused".into();
@@ -595,14 +615,9 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
                 Ok(s) => format!("the migration was refused ({}): {}", s.code, s.message),
                 Err(c) => c.0,
             };
-            outcome.objects.push(ObjectOutcome {
-                object: r.to_string(),
-                result: Result_::Failed,
-                message: Some(message),
-                conflicts: vec![],
-                forced_from: vec![],
-                readiness: None,
-            });
+            outcome
+                .objects
+                .push(ObjectOutcome::new(r.to_string(), Result_::Failed).with_message(message));
         }
     }
 
@@ -781,25 +796,11 @@ fn count_apply(method: Method, result: Result_, dry_run: bool) {
 }
 
 fn skipped(object: String) -> ObjectOutcome {
-    ObjectOutcome {
-        object,
-        result: Result_::Skipped,
-        message: None,
-        conflicts: vec![],
-        forced_from: vec![],
-        readiness: None,
-    }
+    ObjectOutcome::new(object, Result_::Skipped)
 }
 
 fn failure(object: String, message: String) -> ObjectOutcome {
-    ObjectOutcome {
-        object,
-        result: Result_::Failed,
-        message: Some(message),
-        conflicts: vec![],
-        forced_from: vec![],
-        readiness: None,
-    }
+    ObjectOutcome::new(object, Result_::Failed).with_message(message)
 }
 
 async fn write_record(
@@ -902,21 +903,13 @@ async fn apply_ssa(
                 ));
             }
             ObjectOutcome {
-                object: name,
-                result,
-                message: None,
-                conflicts: vec![],
                 forced_from: applied.forced_from,
-                readiness: None,
+                ..ObjectOutcome::new(name, result)
             }
         }
         Err(SsaError::Conflicts { message, conflicts }) => ObjectOutcome {
-            object: name,
-            result: Result_::Conflicted,
-            message: Some(message),
             conflicts,
-            forced_from: vec![],
-            readiness: None,
+            ..ObjectOutcome::new(name, Result_::Conflicted).with_message(message)
         },
         Err(e) => failure(name, e.to_string()),
     }
@@ -976,14 +969,7 @@ async fn apply_csa(
     }
     let (method, url, content_type, body, result) = match action {
         Action::Unchanged => {
-            return ObjectOutcome {
-                object: name,
-                result: Result_::Unchanged,
-                message: None,
-                conflicts: vec![],
-                forced_from: vec![],
-                readiness: None,
-            };
+            return ObjectOutcome::new(name, Result_::Unchanged);
         }
         Action::Create(body) => (
             http::Method::POST,
@@ -1022,14 +1008,7 @@ async fn apply_csa(
     };
     let text = json::to_string(&body, json::Style::PLAIN).into_bytes();
     match api.write(method, &url, content_type, text).await {
-        Ok(_) => ObjectOutcome {
-            object: name,
-            result,
-            message: None,
-            conflicts: vec![],
-            forced_from: vec![],
-            readiness: None,
-        },
+        Ok(_) => ObjectOutcome::new(name, result),
         Err(Ok(s)) if s.code == 409 => failure(
             name,
             format!("the object changed since the prediction: {}", s.message),
@@ -1050,32 +1029,18 @@ async fn delete_dropped(
     let live = match api.get_json(path).await {
         Ok(Some(l)) => l,
         Ok(None) => {
-            return ObjectOutcome {
-                object: name,
-                result: Result_::Deleted,
-                message: Some("already gone".into()),
-                conflicts: vec![],
-                forced_from: vec![],
-                readiness: None,
-            };
+            return ObjectOutcome::new(name, Result_::Deleted).with_message("already gone");
         }
         Err(e) => return failure(name, e.0),
     };
     let keep = |o: &Value| annotation(o, RESOURCE_POLICY_ANNOTATION) == Some("keep");
     let ours = annotation(&live, RELEASE_NAME_ANNOTATION) == Some(req.release.as_str());
     if keep(&doc.object) || keep(&live) || !ours {
-        return ObjectOutcome {
-            object: name,
-            result: Result_::Kept,
-            message: Some(if ours {
-                "helm.sh/resource-policy: keep".into()
-            } else {
-                "no longer owned by this release".into()
-            }),
-            conflicts: vec![],
-            forced_from: vec![],
-            readiness: None,
-        };
+        return ObjectOutcome::new(name, Result_::Kept).with_message(if ours {
+            "helm.sh/resource-policy: keep"
+        } else {
+            "no longer owned by this release"
+        });
     }
     let mut url = format!("{path}?propagationPolicy=Background");
     if req.dry_run {
@@ -1085,22 +1050,10 @@ async fn delete_dropped(
         .write(http::Method::DELETE, &url, "application/json", Vec::new())
         .await
     {
-        Ok(_) => ObjectOutcome {
-            object: name,
-            result: Result_::Deleted,
-            message: None,
-            conflicts: vec![],
-            forced_from: vec![],
-            readiness: None,
-        },
-        Err(Ok(s)) if s.code == 404 => ObjectOutcome {
-            object: name,
-            result: Result_::Deleted,
-            message: Some("already gone".into()),
-            conflicts: vec![],
-            forced_from: vec![],
-            readiness: None,
-        },
+        Ok(_) => ObjectOutcome::new(name, Result_::Deleted),
+        Err(Ok(s)) if s.code == 404 => {
+            ObjectOutcome::new(name, Result_::Deleted).with_message("already gone")
+        }
         Err(Ok(s)) => failure(name, format!("{}: {}", s.code, s.message)),
         Err(Err(e)) => failure(name, e.0),
     }

@@ -7,12 +7,11 @@ use super::{
 };
 use crate::apply::release::ServerSide;
 use crate::apply::run::{self, Outcome, Request, RunError};
-use crate::check::Force;
 use crate::live::cluster::{Cluster, ClusterOptions};
 use crate::manifest;
 use crate::report::{self, Format};
 use clap::{Args, ValueEnum};
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Read};
 use std::time::Duration;
 
 #[derive(Args, Debug)]
@@ -99,15 +98,9 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 pub fn run(args: ApplyArgs) -> ExitCode {
-    let force = if args.force_conflicts {
-        Force::All
-    } else if !args.force_against.is_empty() {
-        match Force::against(&args.force_against) {
-            Ok(f) => f,
-            Err(e) => return super::usage_error(&e),
-        }
-    } else {
-        Force::None
+    let force = match super::check::force_of(args.force_conflicts, &args.force_against) {
+        Ok(f) => f,
+        Err(code) => return code,
     };
     if args.release.is_empty() || args.field_manager.is_empty() {
         return super::usage_error("the release name and --field-manager must not be empty");
@@ -211,13 +204,8 @@ fn finish(o: &Outcome, args: &ApplyArgs) -> ExitCode {
             t
         }
     };
-    let mut out = std::io::stdout().lock();
-    if out
-        .write_all(text.as_bytes())
-        .and_then(|_| out.flush())
-        .is_err()
-    {
-        return ExitCode::from(EXIT_INVALID);
+    if let Err(code) = super::check::write_stdout(&text) {
+        return code;
     }
     match o.exit_code() {
         0 => ExitCode::SUCCESS,

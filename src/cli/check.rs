@@ -92,16 +92,29 @@ pub(super) fn manifest_inputs(
     Ok(inputs)
 }
 
-pub fn run(args: CheckArgs) -> ExitCode {
-    let force = if args.force_conflicts {
-        Force::All
-    } else if !args.force_against.is_empty() {
-        match Force::against(&args.force_against) {
-            Ok(f) => f,
-            Err(e) => return super::usage_error(&e),
-        }
+/// The force policy `--force-conflicts` / `--force-against` ask for.
+pub(super) fn force_of(conflicts: bool, against: &[String]) -> Result<Force, ExitCode> {
+    if conflicts {
+        Ok(Force::All)
+    } else if !against.is_empty() {
+        Force::against(against).map_err(|e| super::usage_error(&e))
     } else {
-        Force::None
+        Ok(Force::None)
+    }
+}
+
+/// Writes a report to standard output (exit 2 if it cannot be written).
+pub(super) fn write_stdout(text: &str) -> Result<(), ExitCode> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|_| out.flush())
+        .map_err(|_| ExitCode::from(EXIT_INVALID))
+}
+
+pub fn run(args: CheckArgs) -> ExitCode {
+    let force = match force_of(args.force_conflicts, &args.force_against) {
+        Ok(f) => f,
+        Err(code) => return code,
     };
     if args.field_manager.is_empty() {
         return super::usage_error("--field-manager must not be empty");
@@ -176,13 +189,8 @@ fn finish(report: &check::Report, args: &CheckArgs) -> ExitCode {
         Color::Auto => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
     };
     let text = report::render(report, args.output, color);
-    let mut out = std::io::stdout().lock();
-    if out
-        .write_all(text.as_bytes())
-        .and_then(|_| out.flush())
-        .is_err()
-    {
-        return ExitCode::from(EXIT_INVALID);
+    if let Err(code) = write_stdout(&text) {
+        return code;
     }
     match report.exit_code() {
         0 => ExitCode::SUCCESS,
