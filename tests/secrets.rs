@@ -165,22 +165,6 @@ fn command_line_outputs_never_show_secret_values() {
     std::fs::remove_dir_all(&d).ok();
 }
 
-async fn cache_of(
-    server: &support::fake_apiserver::FakeApiServer,
-) -> Arc<fieldguard::cache::ClusterCache> {
-    let cache = fieldguard::cache::ClusterCache::start(
-        "prod",
-        server.api("shop").await,
-        fieldguard::cache::CacheConfig::default(),
-    )
-    .await
-    .unwrap();
-    tokio::time::timeout(std::time::Duration::from_secs(10), cache.wait_synced())
-        .await
-        .unwrap();
-    cache
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn service_answers_never_show_secret_values() {
     use fieldguard::service::auth::{Auth, AuthConfig};
@@ -192,7 +176,7 @@ async fn service_answers_never_show_secret_values() {
         st.grants
             .push(("ops".into(), "*".into(), "*".into(), String::new()));
     }
-    let cache = cache_of(&server).await;
+    let cache = support::cache_of(&server, "prod").await;
     let d = dir("service");
     let audit = d.join("audit.jsonl");
     let mut stores = Stores::single("prod", cache.clone() as Arc<dyn fieldguard::service::Store>);

@@ -3,7 +3,7 @@
 
 mod support;
 
-use fieldguard::cache::{CacheConfig, ClusterCache};
+use fieldguard::cache::ClusterCache;
 use fieldguard::catalog::{Catalog, DEFAULT_KUBERNETES};
 use fieldguard::live::snapshot::Snapshot;
 use fieldguard::manifest::Input;
@@ -481,14 +481,7 @@ async fn cache_of(
     server: &support::fake_apiserver::FakeApiServer,
     name: &str,
 ) -> Arc<ClusterCache> {
-    let api = server.api("shop").await;
-    let cache = ClusterCache::start(name, api, CacheConfig::default())
-        .await
-        .unwrap();
-    tokio::time::timeout(std::time::Duration::from_secs(10), cache.wait_synced())
-        .await
-        .unwrap();
-    cache
+    support::cache_of(server, name).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -107,3 +107,21 @@ pub fn empty_example_cluster() -> FakeApiServer {
     add_example_schemas(&mut st, &crd);
     FakeApiServer::start(st)
 }
+
+/// A cache of `server`'s objects under `name`, synced.
+pub async fn cache_of(
+    server: &FakeApiServer,
+    name: &str,
+) -> std::sync::Arc<fieldguard::cache::ClusterCache> {
+    let cache = fieldguard::cache::ClusterCache::start(
+        name,
+        server.api("shop").await,
+        fieldguard::cache::CacheConfig::default(),
+    )
+    .await
+    .unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(10), cache.wait_synced())
+        .await
+        .unwrap();
+    cache
+}
