@@ -640,6 +640,11 @@ async fn releases_apply_streams_progress_then_the_result() {
             st.grants
                 .push(("alice".into(), "*".into(), resource.into(), "shop".into()));
         }
+        // She may read everything in shop; write nothing else.
+        for verb in ["get", "list"] {
+            st.grants
+                .push(("alice".into(), verb.into(), "*".into(), "shop".into()));
+        }
     }
     let audit_file =
         std::env::temp_dir().join(format!("fieldguard-audit-{}.jsonl", std::process::id()));
@@ -755,13 +760,24 @@ async fn releases_apply_streams_progress_then_the_result() {
             Err(e) => break e.message().to_string(),
         }
     };
-    assert!(refusal.contains("forbidden"), "{refusal}");
+    assert!(refusal.contains("failed"), "{refusal}");
+    assert!(refusal.contains("cannot patch"), "{refusal}");
+    assert!(
+        fresh.requests().iter().any(|q| q.starts_with("PATCH ")
+            && !q.contains("/configmaps/")
+            && !q.contains("/secrets/")
+            && q.ends_with(" as alice")),
+        "the write was attempted as alice"
+    );
     assert!(
         !fresh
-            .requests()
-            .iter()
-            .any(|q| q.starts_with("PATCH /apis/apps/v1/namespaces/shop/deployments")),
-        "nothing written"
+            .state
+            .lock()
+            .unwrap()
+            .objects
+            .keys()
+            .any(|k| k.1 == "deployments" || k.1 == "services"),
+        "and refused by the apiserver"
     );
 
     // An object of another release is refused, nothing written.
