@@ -30,6 +30,22 @@ else
 fi
 "$bin" versions >/dev/null
 
+# The real apiserver for the tests' real tier: Kubernetes 1.36's apiextensions-apiserver with
+# etcd, built from Debian's packages by the shared script into .realapi/ (git-ignored).
+REALAPI_DIR=$ROOT/.realapi
+if [ ! -f "$SHARED/realapi/setup.sh" ]; then
+  echo "setup: the shared real apiserver is missing at $SHARED/realapi (set FIELDGUARD_SHARED)" >&2
+  exit 1
+fi
+for tool in openssl curl dpkg-deb; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "setup: installing $tool (the real apiserver's scripts need it)" >&2
+    apt-get update -qq >&2 && apt-get install -y -qq openssl curl dpkg >&2
+    break
+  fi
+done
+REALAPI_OUT="$REALAPI_DIR" bash "$SHARED/realapi/setup.sh"
+
 # Report-format validators (SARIF JSON schema, JUnit XSD) for the tests.
 VENV=$ROOT/.venv
 if ! "$VENV/bin/python" -c "import jsonschema, xmlschema" >/dev/null 2>&1; then

@@ -11,6 +11,7 @@ scripts/setup.sh
 export SSA_ORACLE="$PWD/.oracle/bin/ssa-oracle-modern"
 export FIELDGUARD_REQUIRE_ORACLE=1
 export FIELDGUARD_REQUIRE_VALIDATORS=1
+export FIELDGUARD_REQUIRE_REALAPI=1
 export FIELDGUARD_SHARED=${FIELDGUARD_SHARED:-$PWD/../shared}
 cargo fmt --all -- --check
 cargo clippy --all-targets --release -- -D warnings

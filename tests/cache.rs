@@ -56,7 +56,7 @@ async fn start(st: State) -> (FakeApiServer, Arc<ClusterCache>) {
         ..CacheConfig::default()
     };
     let cache = ClusterCache::start("fake", api, config).await.unwrap();
-    tokio::time::timeout(Duration::from_secs(10), cache.wait_synced())
+    tokio::time::timeout(Duration::from_secs(60), cache.wait_synced())
         .await
         .unwrap();
     (server, cache)
@@ -72,7 +72,7 @@ fn cached(cache: &ClusterCache) -> BTreeMap<(String, String, String, String), St
 
 /// Waits until the cache holds exactly the fake's objects at their resourceVersions.
 async fn converge(server: &FakeApiServer, cache: &ClusterCache, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let truth = server.state.lock().unwrap().versions();
         let got = cached(cache);

@@ -3,6 +3,8 @@
 
 mod support;
 
+use support::process::{Served, closed_port};
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -491,9 +493,7 @@ fn a_live_cluster_gives_the_same_answer_as_its_snapshot_and_is_only_read() {
 #[test]
 fn an_unreachable_cluster_exits_3() {
     // A port nobody listens on.
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    drop(l);
+    let (_held, port) = closed_port();
     let dir = tempdir("unreachable");
     let kc = dir.join("kubeconfig");
     std::fs::write(
@@ -688,27 +688,8 @@ fn real_cluster_tier() {
 
 #[test]
 fn a_fieldguard_service_gives_the_same_answer() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let addr = format!("127.0.0.1:{port}");
-    let mut server = Command::new(env!("CARGO_BIN_EXE_fieldguard"))
-        .args(["serve", "--snapshot", "examples/cluster", "--listen", &addr])
-        .current_dir(root())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait for the port.
-    let mut up = false;
-    for _ in 0..200 {
-        if std::net::TcpStream::connect(&addr).is_ok() {
-            up = true;
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(25));
-    }
-    assert!(up, "server did not start");
+    let server = Served::start(&["--snapshot", "examples/cluster"], false);
+    let addr = server.addr.clone();
     let o = fieldguard(&[
         "check",
         "--server",
@@ -747,13 +728,13 @@ fn a_fieldguard_service_gives_the_same_answer() {
         stderr(&o)
     );
     grpcurl_calls_the_service(&addr);
-    server.kill().unwrap();
-    let _ = server.wait();
+    drop(server);
     // Nobody listening: exit 3.
+    let (_held, port) = closed_port();
     let o = fieldguard(&[
         "check",
         "--server",
-        &addr,
+        &format!("127.0.0.1:{port}"),
         "--field-manager",
         "helm",
         "examples/release",
@@ -812,14 +793,6 @@ fn grpcurl_calls_the_service(addr: &str) {
     assert_eq!(obj["resourceVersion"], "48213");
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn http_get(addr: &str, path: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
@@ -837,30 +810,12 @@ fn http_get(addr: &str, path: &str) -> String {
 /// line is a JSON object, SIGTERM stops it cleanly.
 #[test]
 fn service_metrics_json_logs_and_clean_stop() {
-    let addr = format!("127.0.0.1:{}", free_port());
-    let metrics = format!("127.0.0.1:{}", free_port());
-    let server = Command::new(env!("CARGO_BIN_EXE_fieldguard"))
-        .args([
-            "serve",
-            "--snapshot",
-            "examples/cluster",
-            "--listen",
-            &addr,
-            "--metrics-listen",
-            &metrics,
-            "--log-format",
-            "json",
-        ])
-        .current_dir(root())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let up = (0..200).any(|_| {
-        std::thread::sleep(std::time::Duration::from_millis(25));
-        std::net::TcpStream::connect(&addr).is_ok()
-            && std::net::TcpStream::connect(&metrics).is_ok()
-    });
-    assert!(up, "server did not start");
+    let server = Served::start(
+        &["--snapshot", "examples/cluster", "--log-format", "json"],
+        true,
+    );
+    let addr = server.addr.clone();
+    let metrics = server.metrics.clone().unwrap();
     let o = fieldguard(&[
         "check",
         "--server",
@@ -891,14 +846,8 @@ fn service_metrics_json_logs_and_clean_stop() {
     assert!(conflicts > 0, "{text}");
     assert!(http_get(&metrics, "/nope").starts_with("HTTP/1.1 404"));
 
-    let status = Command::new("kill")
-        .args(["-TERM", &server.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let out = server.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    let log = String::from_utf8_lossy(&out.stderr);
+    let (status, log) = server.terminate();
+    assert_eq!(status.code(), Some(0), "{log}");
     let lines: Vec<&str> = log.lines().collect();
     assert!(lines.len() >= 2, "{log}");
     for l in &lines {
@@ -925,26 +874,18 @@ fn check_against_an_authenticating_service() {
     }
     let dir = tempdir("auth-service");
     let kc = server.kubeconfig(&dir, "shop");
-    let addr = format!("127.0.0.1:{}", free_port());
-    let mut svc = Command::new(env!("CARGO_BIN_EXE_fieldguard"))
-        .args([
-            "serve",
+    // Returns once the cache has synced and health says SERVING.
+    let svc = Served::start(
+        &[
             "--kubeconfig",
             kc.to_str().unwrap(),
             "--context",
             "fake",
             "--token-review",
-            "--listen",
-            &addr,
-        ])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let up = (0..400).any(|_| {
-        std::thread::sleep(std::time::Duration::from_millis(25));
-        std::net::TcpStream::connect(&addr).is_ok()
-    });
-    assert!(up, "service did not start");
+        ],
+        false,
+    );
+    let addr = svc.addr.clone();
     let token = dir.join("token");
     std::fs::write(&token, "ci-token-0x1\n").unwrap();
     let args = |extra: &[&str]| {
@@ -967,15 +908,7 @@ fn check_against_an_authenticating_service() {
         let refs: Vec<&str> = a.iter().map(String::as_str).collect();
         fieldguard(&refs)
     };
-    // The cache syncs first; retry while the service is not ready yet.
-    let mut o = run(args(&["--token-file", token.to_str().unwrap()]));
-    for _ in 0..40 {
-        if o.status.code() != Some(3) {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(250));
-        o = run(args(&["--token-file", token.to_str().unwrap()]));
-    }
+    let o = run(args(&["--token-file", token.to_str().unwrap()]));
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert_eq!(
         json_of(&o)["summary"]["objects"].as_u64().map(|n| n > 0),
@@ -992,6 +925,5 @@ fn check_against_an_authenticating_service() {
     let o = run(args(&["--token-file", token.to_str().unwrap()]));
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(!stderr(&o).contains("wrong-token"));
-    let _ = svc.kill();
-    let _ = svc.wait();
+    drop(svc);
 }

@@ -516,10 +516,12 @@ fn create_only_fields_are_left_to_the_autoscaler() {
 fn wait_tracks_rollouts_and_reports_failures() {
     let server = support::empty_example_cluster();
     let st = server.state.clone();
-    // A "controller": marks the deployment rolled out shortly after it appears.
+    // A "controller": marks the deployment rolled out once it appears (looking every 10 ms;
+    // 60 s at most, a hang guard).
     let controller = std::thread::spawn(move || {
-        for _ in 0..100 {
-            std::thread::sleep(Duration::from_millis(30));
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        while std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
             let mut s = st.lock().unwrap();
             let key = s
                 .objects
@@ -536,7 +538,7 @@ fn wait_tracks_rollouts_and_reports_failures() {
         }
     });
     let mut req = request(DEPLOY);
-    req.wait = Some(Duration::from_secs(10));
+    req.wait = Some(Duration::from_secs(60));
     let out = go(&server, req).unwrap();
     controller.join().unwrap();
     assert_eq!(out.status, "deployed");

@@ -122,22 +122,22 @@ async fn health_turns_serving_when_ready_and_reflection_lists_the_api() {
         .into_inner()
         .status;
     assert_eq!(st, ServingStatus::Serving as i32, "alive before ready");
+    // Health.Watch delivers the change when it happens.
+    let mut watch = health
+        .watch(ask("fieldguard.v1.Analysis"))
+        .await
+        .unwrap()
+        .into_inner();
+    let first = watch.message().await.unwrap().unwrap().status;
+    assert_eq!(first, ServingStatus::NotServing as i32);
     s.ready.take().unwrap().send(()).unwrap();
-    let mut serving = false;
-    for _ in 0..100 {
-        let st = health
-            .check(ask("fieldguard.v1.Analysis"))
-            .await
-            .unwrap()
-            .into_inner()
-            .status;
-        if st == ServingStatus::Serving as i32 {
-            serving = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert!(serving);
+    let next = tokio::time::timeout(std::time::Duration::from_secs(60), watch.message())
+        .await
+        .expect("health changes once ready")
+        .unwrap()
+        .unwrap()
+        .status;
+    assert_eq!(next, ServingStatus::Serving as i32);
     let st = health
         .check(ask("fieldguard.v1.Ownership"))
         .await
@@ -208,7 +208,7 @@ async fn health_turns_serving_when_ready_and_reflection_lists_the_api() {
 
     // Graceful shutdown: the server stops when asked.
     s.stop.take().unwrap().send(()).unwrap();
-    tokio::time::timeout(std::time::Duration::from_secs(10), s.done)
+    tokio::time::timeout(std::time::Duration::from_secs(60), s.done)
         .await
         .unwrap()
         .unwrap();
@@ -355,18 +355,38 @@ async fn invalid_requests_carry_located_bad_request_details() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
+}
 
-    // Deadlines: the server enforces the caller's `grpc-timeout` (sent as a header only,
-    // so no client-side timer is involved) and does not answer late.
-    let mut r = tonic::Request::new(request());
+/// The server enforces the caller's `grpc-timeout` (sent as a header only, so no client-side
+/// timer is involved): the work provably outlasts the deadline, because the apiserver's
+/// answer it needs is held back until the test has its error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_shorter_than_the_work_ends_the_request() {
+    let prod = support::example_cluster();
+    let cache = cache_of(&prod, "prod").await;
+    let mut s = start_with(Stores::single(
+        "prod",
+        cache.clone() as Arc<dyn fieldguard::service::Store>,
+    ))
+    .await;
+    s.ready.take().unwrap().send(()).unwrap();
+    let gate = support::fake_apiserver::Gate::new();
+    prod.state.lock().unwrap().hold_gets = Some(gate.clone());
+    let mut r = request();
+    r.fresh = true;
+    let mut r = tonic::Request::new(r);
     r.metadata_mut()
-        .insert("grpc-timeout", "1n".parse().unwrap());
+        .insert("grpc-timeout", "100m".parse().unwrap());
+    let mut a = AnalysisClient::new(s.channel.clone());
     let e = a.predict_conflicts(r).await.unwrap_err();
     assert!(
         matches!(e.code(), Code::DeadlineExceeded | Code::Cancelled),
         "{e:?}"
     );
     assert!(e.message().contains("Timeout"), "{e:?}");
+    gate.open();
+    s.stop().await;
+    cache.stop();
 }
 
 #[tokio::test]
@@ -586,7 +606,8 @@ async fn predictions_over_watched_clusters_equal_the_snapshot_and_span_clusters(
         ));
     }
     let mut gone = false;
-    for _ in 0..500 {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < until {
         let m = o
             .managers(pb::ManagersRequest::default())
             .await
@@ -813,23 +834,35 @@ async fn shutdown_drains_requests_in_flight() {
     ))
     .await;
     running.ready.take().unwrap().send(()).unwrap();
-    // Every GET now takes 300 ms: a fresh prediction is in flight when the stop comes.
-    prod.state.lock().unwrap().slow_gets = Some(std::time::Duration::from_millis(300));
+    // GETs are held at a gate: a fresh prediction is in flight (it has asked the apiserver)
+    // when the stop comes, and can only finish after it.
+    let gate = support::fake_apiserver::Gate::new();
+    prod.state.lock().unwrap().hold_gets = Some(gate.clone());
     let mut r = request();
     r.fresh = true;
     let mut client = AnalysisClient::new(running.channel.clone());
     let in_flight = tokio::spawn(async move { client.predict_conflicts(r).await });
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    gate.arrived(1).await;
     let addr = running.addr;
-    running.stop().await;
+    running.stop.take().unwrap().send(()).unwrap();
+    // The listener closes first; only then may the held request finish.
+    tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while tokio::net::TcpStream::connect(addr).await.is_ok() {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the listener closes on shutdown");
+    gate.open();
+    tokio::time::timeout(std::time::Duration::from_secs(60), running.stop())
+        .await
+        .expect("the service drains and stops");
     let answer = in_flight.await.unwrap();
     assert!(
         answer.is_ok(),
         "the request in flight completes: {answer:?}"
     );
     assert!(!answer.unwrap().into_inner().clusters[0].objects.is_empty());
-    // The listener is gone: new connections are refused.
-    assert!(tokio::net::TcpStream::connect(addr).await.is_err());
     cache.stop();
 }
 

@@ -187,31 +187,4 @@ impl Api {
         )
         .await
     }
-
-    /// Any write (`POST`, `PUT`, `PATCH` of a content type, `DELETE`): the answer's text, the
-    /// apiserver's refusal as `Err(Ok(status))`, a transport problem as `Err(Err(..))`.
-    pub async fn write(
-        &self,
-        method: http::Method,
-        url: &str,
-        content_type: &str,
-        body: Vec<u8>,
-    ) -> Result<String, Result<kube::core::Status, ClusterError>> {
-        let req = self
-            .with_identity(http::Request::builder())
-            .method(method.clone())
-            .uri(url)
-            .header(http::header::CONTENT_TYPE, content_type)
-            .header(http::header::ACCEPT, "application/json")
-            .body(body)
-            .map_err(|e| Err(ClusterError(format!("{url}: {e}"))))?;
-        match self.client().request_text(req).await {
-            Ok(t) => Ok(t),
-            Err(kube::Error::Api(s)) => Err(Ok(*s)),
-            Err(e) => Err(Err(ClusterError(format!(
-                "cluster {} unreachable: {method} {url}: {e}",
-                self.url()
-            )))),
-        }
-    }
 }

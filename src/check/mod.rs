@@ -342,6 +342,38 @@ pub fn run(
     }
 }
 
+/// The engine's whole prediction for one target against its live object (`None`: it does
+/// not exist): the verdict, the object and managedFields the apply would store. An error when
+/// the live object itself cannot be read with the type's schema.
+pub fn predict_target(
+    t: &Target,
+    live: Option<&Value>,
+    opts: &Options,
+) -> Result<predict::Prediction, String> {
+    let prepared = match live.map(|l| Prepared::new(&t.info.schema, &t.info.type_ref, l)) {
+        Some(Err(e)) => return Err(format!("the live object cannot be read: {e}")),
+        Some(Ok(p)) => Some(p),
+        None => None,
+    };
+    let allows = |id: &Identity| opts.force.allows(&id.manager);
+    let req = ApplyRequest {
+        schema: &t.info.schema,
+        type_ref: &t.info.type_ref,
+        live: prepared.as_ref(),
+        config: &t.doc.object,
+        manager: &opts.field_manager,
+        force: match &opts.force {
+            Force::None => ForcePolicy::None,
+            Force::All => ForcePolicy::All,
+            Force::Against(_) => ForcePolicy::Selective(&allows),
+        },
+        subresource: "",
+        reset_fields: &t.info.reset_fields,
+        now: opts.now,
+    };
+    Ok(predict::predict(&req))
+}
+
 /// Predicts one target against its live object (`None`: it does not exist).
 pub fn check_one(t: &Target, live: Option<&Value>, opts: &Options) -> ObjectReport {
     let doc = &t.doc;
@@ -370,31 +402,13 @@ pub fn check_one(t: &Target, live: Option<&Value>, opts: &Options) -> ObjectRepo
         origin: doc.origin.clone(),
         object_ref: t.object_ref.clone(),
     };
-    let prepared = match live.map(|l| Prepared::new(&t.info.schema, &t.info.type_ref, l)) {
-        Some(Err(e)) => {
-            report.error = Some(format!("the live object cannot be read: {e}"));
+    let p = match predict_target(t, live, opts) {
+        Ok(p) => p,
+        Err(e) => {
+            report.error = Some(e);
             return report;
         }
-        Some(Ok(p)) => Some(p),
-        None => None,
     };
-    let allows = |id: &Identity| opts.force.allows(&id.manager);
-    let req = ApplyRequest {
-        schema: &t.info.schema,
-        type_ref: &t.info.type_ref,
-        live: prepared.as_ref(),
-        config: &doc.object,
-        manager: &opts.field_manager,
-        force: match &opts.force {
-            Force::None => ForcePolicy::None,
-            Force::All => ForcePolicy::All,
-            Force::Against(_) => ForcePolicy::Selective(&allows),
-        },
-        subresource: "",
-        reset_fields: &t.info.reset_fields,
-        now: opts.now,
-    };
-    let p = predict::predict(&req);
     report.verdict = p.verdict.clone();
     report.message = p.message.clone();
     report.error = p.error.clone();

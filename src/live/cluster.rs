@@ -99,25 +99,8 @@ impl Cluster {
 
     /// GETs the objects (concurrently); those that do not exist are absent from the result.
     pub fn fetch(&self, items: &[FetchItem]) -> Result<Fetched, ClusterError> {
-        let results: Vec<(ObjectRef, Option<Value>)> = self.rt.block_on(async {
-            futures::stream::iter(items.iter().cloned().map(|it| async move {
-                let path = object_path(&it);
-                let v = self.api.get_json(&path).await?;
-                Ok::<_, ClusterError>((it.object_ref, v))
-            }))
-            .buffer_unordered(CONCURRENCY)
-            .try_collect()
-            .await
-        })?;
-        let mut f = Fetched {
-            source: self.describe(),
-            ..Fetched::default()
-        };
-        for (r, v) in results {
-            if let Some(v) = v {
-                f.objects.insert(r, v);
-            }
-        }
+        let mut f = self.rt.block_on(self.api.fetch(items))?;
+        f.source = self.describe();
         Ok(f)
     }
 
@@ -137,19 +120,34 @@ impl Cluster {
     }
 }
 
+/// The request path of a collection (`name` None) or of one object, e.g.
+/// `/apis/apps/v1/namespaces/shop/deployments/web`.
+pub fn resource_path(
+    api_version: &str,
+    plural: &str,
+    namespace: &str,
+    name: Option<&str>,
+) -> String {
+    let root = if api_version.contains('/') {
+        format!("/apis/{api_version}")
+    } else {
+        format!("/api/{api_version}")
+    };
+    let coll = if namespace.is_empty() {
+        format!("{root}/{plural}")
+    } else {
+        format!("{root}/namespaces/{namespace}/{plural}")
+    };
+    match name {
+        Some(n) => format!("{coll}/{n}"),
+        None => coll,
+    }
+}
+
 /// The request path of one object.
 fn object_path(it: &FetchItem) -> String {
-    let root = if it.api_version.contains('/') {
-        format!("/apis/{}", it.api_version)
-    } else {
-        format!("/api/{}", it.api_version)
-    };
     let r = &it.object_ref;
-    if r.namespace.is_empty() {
-        format!("{root}/{}/{}", it.plural, r.name)
-    } else {
-        format!("{root}/namespaces/{}/{}/{}", r.namespace, it.plural, r.name)
-    }
+    resource_path(&it.api_version, &it.plural, &r.namespace, Some(&r.name))
 }
 
 /// What an `APIResourceList` says about each kind.
@@ -511,6 +509,28 @@ impl Api {
         &self.url
     }
 
+    /// GETs the objects (concurrently); those that do not exist are absent from the result.
+    pub async fn fetch(&self, items: &[FetchItem]) -> Result<Fetched, ClusterError> {
+        let results: Vec<(ObjectRef, Option<Value>)> =
+            futures::stream::iter(items.iter().cloned().map(|it| async move {
+                let v = self.get_json(&object_path(&it)).await?;
+                Ok::<_, ClusterError>((it.object_ref, v))
+            }))
+            .buffer_unordered(CONCURRENCY)
+            .try_collect()
+            .await?;
+        let mut f = Fetched {
+            source: format!("cluster {}", self.url),
+            ..Fetched::default()
+        };
+        for (r, v) in results {
+            if let Some(v) = v {
+                f.objects.insert(r, v);
+            }
+        }
+        Ok(f)
+    }
+
     /// GETs JSON at `path`; `None` on 404.
     pub async fn get_json(&self, path: &str) -> Result<Option<Value>, ClusterError> {
         self.get_with_accept(path, "application/json").await
@@ -559,6 +579,33 @@ impl Api {
             .body(Vec::new())
             .map_err(|e| ClusterError(format!("{path}: {e}")))?;
         self.send(path, req).await
+    }
+
+    /// Any write (`POST`, `PUT`, `PATCH` of a content type, `DELETE`): the answer's text, the
+    /// apiserver's refusal as `Err(Ok(status))`, a transport problem as `Err(Err(..))`.
+    pub async fn write(
+        &self,
+        method: http::Method,
+        url: &str,
+        content_type: &str,
+        body: Vec<u8>,
+    ) -> Result<String, Result<kube::core::Status, ClusterError>> {
+        let req = self
+            .with_identity(http::Request::builder())
+            .method(method.clone())
+            .uri(url)
+            .header(http::header::CONTENT_TYPE, content_type)
+            .header(http::header::ACCEPT, "application/json")
+            .body(body)
+            .map_err(|e| Err(ClusterError(format!("{url}: {e}"))))?;
+        match self.client().request_text(req).await {
+            Ok(t) => Ok(t),
+            Err(kube::Error::Api(s)) => Err(Ok(*s)),
+            Err(e) => Err(Err(ClusterError(format!(
+                "cluster {} unreachable: {method} {url}: {e}",
+                self.url()
+            )))),
+        }
     }
 
     /// Sends a GET; `None` on 404; errors name the cluster and the path.

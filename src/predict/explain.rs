@@ -3,7 +3,7 @@
 use super::{ApplyRequest, FieldConflict, OwnedField, Owner, Prediction, Verdict, value_at};
 use crate::fieldpath::{Path, PathElement, Set};
 use crate::managedfields::{
-    Identity, Managed, Operation, Outcome, format_time, identity, parse_identity,
+    Identity, Managed, Operation, Outcome, encode, format_time, identity, parse_identity,
 };
 use crate::merge::Conflicts;
 use crate::value::Value;
@@ -160,6 +160,7 @@ impl<'a> Context<'a> {
         } else {
             Verdict::Unchanged
         };
+        let ownership_changed = encode(self.live_managed) != encode(&out.managed);
         Prediction {
             verdict,
             conflicts: vec![],
@@ -172,6 +173,7 @@ impl<'a> Context<'a> {
             error: None,
             object: Some(out.object),
             managed: out.managed,
+            ownership_changed,
         }
     }
 }

@@ -133,6 +133,10 @@ pub struct Prediction {
     /// encodes them).
     #[serde(skip)]
     pub managed: Managed,
+    /// True when the apply changes `metadata.managedFields` (an entry added, dropped, or its
+    /// fields changed): the server then writes even if the object's contents stay the same.
+    #[serde(skip)]
+    pub ownership_changed: bool,
 }
 
 impl Prediction {
@@ -149,6 +153,17 @@ impl Prediction {
             error: Some(error),
             object: None,
             managed: Managed::default(),
+            ownership_changed: false,
+        }
+    }
+
+    /// True when the server writes the object (its resourceVersion moves): it is created, its
+    /// contents change, or only its managedFields do.
+    pub fn writes(&self) -> bool {
+        match self.verdict {
+            Verdict::Created | Verdict::Configured => true,
+            Verdict::Unchanged => self.ownership_changed,
+            Verdict::Conflict | Verdict::Invalid => false,
         }
     }
 
@@ -249,6 +264,15 @@ pub fn predict(req: &ApplyRequest) -> Prediction {
             p
         }
         Err(e) => Prediction::invalid(e.to_string()),
-        Ok(out) => ctx.success(out, taken),
+        Ok(mut out) => {
+            // What the server stores; a change that only the stored form undoes is none.
+            if crate::typed::to_stored_form(req.schema, req.type_ref, &mut out.object)
+                && out.changed
+                && req.live.is_some()
+            {
+                out.changed = !crate::value::equals(live_obj, &out.object);
+            }
+            ctx.success(out, taken)
+        }
     }
 }

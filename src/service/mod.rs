@@ -200,6 +200,7 @@ pub async fn serve_on(
         reporter
             .set_service_status("", tonic_health::ServingStatus::Serving)
             .await;
+        tracing::info!("ready (health SERVING)");
     });
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)

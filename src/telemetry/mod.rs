@@ -37,7 +37,15 @@ pub fn init(format: LogFormat, default_level: &str, otlp_endpoint: Option<&str>)
         EnvFilter::try_from_env("FIELDGUARD_LOG").unwrap_or_else(|_| EnvFilter::new(default_level));
     let (text, json) = match format {
         LogFormat::Text => (
-            Some(tracing_subscriber::fmt::layer().with_writer(std::io::stderr)),
+            // Colours only for a person at a terminal, never into a log file or pipe.
+            Some(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(
+                        std::io::IsTerminal::is_terminal(&std::io::stderr())
+                            && std::env::var_os("NO_COLOR").is_none(),
+                    )
+                    .with_writer(std::io::stderr),
+            ),
             None,
         ),
         LogFormat::Json => (

@@ -7,6 +7,7 @@ mod compare;
 mod merge;
 mod reconcile;
 mod remove;
+mod stored;
 mod validate;
 
 pub use apply::{ApplyWalk, apply_walk, apply_walk_indexed};
@@ -14,6 +15,7 @@ pub use compare::{Comparison, compare, compare_merged};
 pub use merge::merge;
 pub use reconcile::reconcile_field_set_with_schema;
 pub use remove::remove_items;
+pub use stored::{OBJECT_META, to_stored_form};
 pub use validate::{to_field_set, validate, validate_to_field_set};
 
 use crate::fieldpath::{KeyField, PathElement};

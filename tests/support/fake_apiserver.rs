@@ -67,6 +67,43 @@ impl Resource {
 
 type Key = (String, String, String, String);
 
+/// A gate requests wait at until the test opens it; the test can wait for requests to arrive.
+/// Both sides wait on events, never on the clock.
+pub struct Gate {
+    arrived: tokio::sync::watch::Sender<usize>,
+    open: tokio::sync::watch::Sender<bool>,
+}
+
+impl Gate {
+    pub fn new() -> Arc<Gate> {
+        Arc::new(Gate {
+            arrived: tokio::sync::watch::channel(0).0,
+            open: tokio::sync::watch::channel(false).0,
+        })
+    }
+
+    /// Counts the request in, then waits until the gate is open.
+    async fn pass(&self) {
+        self.arrived.send_modify(|n| *n += 1);
+        let mut open = self.open.subscribe();
+        let _ = open.wait_for(|o| *o).await;
+    }
+
+    /// Waits until `n` requests have reached the gate (60 s at most: a hang guard).
+    pub async fn arrived(&self, n: usize) {
+        let mut a = self.arrived.subscribe();
+        tokio::time::timeout(std::time::Duration::from_secs(60), a.wait_for(|k| *k >= n))
+            .await
+            .expect("requests reached the gate")
+            .unwrap();
+    }
+
+    /// Lets every waiting and later request through.
+    pub fn open(&self) {
+        self.open.send_replace(true);
+    }
+}
+
 /// A watch connection: what it selects and where its events go.
 struct Watcher {
     group: String,
@@ -104,8 +141,9 @@ pub struct State {
     /// Another writer wins a race: the next write to an object of this name is preceded by a
     /// change to it (an annotation), as if someone edited it after the prediction.
     pub touch_before_write: Option<String>,
-    /// Delay before answering each GET of a single object (a slow apiserver).
-    pub slow_gets: Option<std::time::Duration>,
+    /// While set, every GET (not watches) waits at this gate until the test opens it: work
+    /// that needs the apiserver provably outlasts whatever the test does meanwhile.
+    pub hold_gets: Option<Arc<Gate>>,
     /// TokenReview: token → (user, groups, audiences, expired).
     pub tokens: BTreeMap<String, (String, Vec<String>, Vec<String>, bool)>,
     /// RBAC for SubjectAccessReviews and impersonated requests: (user or group, verb, resource,
@@ -398,12 +436,12 @@ async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body
         .await
         .map(|b| b.to_bytes())
         .unwrap_or_default();
-    let delay = st.lock().unwrap().slow_gets;
-    if let Some(d) = delay
+    let gate = st.lock().unwrap().hold_gets.clone();
+    if let Some(g) = gate
         && method == hyper::Method::GET
         && !query.contains_key("watch")
     {
-        tokio::time::sleep(d).await;
+        g.pass().await;
     }
     let mut s = st.lock().unwrap();
     match &impersonate_user {

@@ -3,6 +3,8 @@
 
 pub mod fake_apiserver;
 pub mod fake_writes;
+pub mod process;
+pub mod realapi;
 
 use fake_apiserver::{FakeApiServer, Resource, State, crd_openapi, openapi_fixture};
 use fieldguard::live::snapshot::Snapshot;
@@ -120,7 +122,7 @@ pub async fn cache_of(
     )
     .await
     .unwrap();
-    tokio::time::timeout(std::time::Duration::from_secs(10), cache.wait_synced())
+    tokio::time::timeout(std::time::Duration::from_secs(60), cache.wait_synced())
         .await
         .unwrap();
     cache
