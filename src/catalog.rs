@@ -6,6 +6,7 @@
 use crate::fieldpath::Set;
 use crate::schema::crd::{self, CrdVersion};
 use crate::schema::{Gvk, Schema, SchemaError, TypeRef, builtin};
+use crate::validation::Structural;
 use crate::value::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -75,6 +76,9 @@ pub struct TypeInfo {
     /// Fields the main endpoint resets, per API version (`status` when there is a status
     /// subresource).
     pub reset_fields: Arc<BTreeMap<String, Set>>,
+    /// The structural schema the apiserver validates stored objects with (custom resources
+    /// only: built-in kinds are validated by Go code, not by their published schema).
+    pub validation: Option<Arc<Structural>>,
 }
 
 /// A type with no schema anywhere.
@@ -112,6 +116,8 @@ pub struct Catalog {
     served: Vec<Arc<Schema>>,
     /// A cluster's discovery, by group/version/kind.
     discovered: HashMap<Gvk, Discovered>,
+    /// Custom resources' structural schemas, by group/version/kind.
+    validations: HashMap<Gvk, Arc<Structural>>,
 }
 
 impl Catalog {
@@ -122,12 +128,16 @@ impl Catalog {
             custom: HashMap::new(),
             served: Vec::new(),
             discovered: HashMap::new(),
+            validations: HashMap::new(),
         })
     }
 
     /// Adds the types a CustomResourceDefinition defines.
     pub fn add_crd(&mut self, crd_object: &Value) -> Result<(), SchemaError> {
         let (schema, versions) = crd::schema_for(crd_object, &self.builtin)?;
+        for (gvk, s) in crd::structural_schemas(crd_object) {
+            self.validations.insert(gvk, Arc::new(s));
+        }
         let schema = Arc::new(schema);
         for v in versions {
             self.custom.insert(
@@ -150,6 +160,16 @@ impl Catalog {
     /// [`Catalog::add_served`] for a schema shared with other catalogs.
     pub fn add_served_shared(&mut self, schema: Arc<Schema>) {
         self.served.push(schema);
+    }
+
+    /// Records the structural schema a cluster validates a custom resource with.
+    pub fn add_validation(&mut self, gvk: Gvk, s: Arc<Structural>) {
+        self.validations.insert(gvk, s);
+    }
+
+    /// True when the built-in bundle defines this type.
+    pub fn is_builtin(&self, gvk: &Gvk) -> bool {
+        self.builtin.type_for(gvk).is_some()
     }
 
     /// Records what a cluster's discovery says about a type.
@@ -219,11 +239,12 @@ impl Catalog {
             );
         }
         TypeInfo {
-            gvk,
             schema,
             type_ref,
             namespaced,
             reset_fields: Arc::new(reset),
+            validation: self.validations.get(&gvk).cloned(),
+            gvk,
         }
     }
 }

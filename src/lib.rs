@@ -54,4 +54,5 @@ pub mod schema;
 pub mod service;
 pub mod telemetry;
 pub mod typed;
+pub mod validation;
 pub mod value;

@@ -37,6 +37,8 @@ struct Running {
     addr: std::net::SocketAddr,
     ready: Option<tokio::sync::oneshot::Sender<()>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Resolves when the server has taken the stop (its shutdown future has completed).
+    stopping: Option<tokio::sync::oneshot::Receiver<()>>,
     done: tokio::task::JoinHandle<()>,
 }
 
@@ -59,6 +61,7 @@ async fn start_with(stores: Stores) -> Running {
     let addr = listener.local_addr().unwrap();
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
     let done = tokio::spawn(async move {
         service::serve_on(
             listener,
@@ -68,6 +71,7 @@ async fn start_with(stores: Stores) -> Running {
             },
             async {
                 let _ = stop_rx.await;
+                let _ = stopping_tx.send(());
             },
         )
         .await
@@ -83,6 +87,7 @@ async fn start_with(stores: Stores) -> Running {
         addr,
         ready: Some(ready_tx),
         stop: Some(stop_tx),
+        stopping: Some(stopping_rx),
         done,
     }
 }
@@ -138,6 +143,8 @@ async fn health_turns_serving_when_ready_and_reflection_lists_the_api() {
         .unwrap()
         .status;
     assert_eq!(next, ServingStatus::Serving as i32);
+    // An open stream would hold a graceful shutdown: done with it.
+    drop(watch);
     let st = health
         .check(ask("fieldguard.v1.Ownership"))
         .await
@@ -843,16 +850,9 @@ async fn shutdown_drains_requests_in_flight() {
     let mut client = AnalysisClient::new(running.channel.clone());
     let in_flight = tokio::spawn(async move { client.predict_conflicts(r).await });
     gate.arrived(1).await;
-    let addr = running.addr;
     running.stop.take().unwrap().send(()).unwrap();
-    // The listener closes first; only then may the held request finish.
-    tokio::time::timeout(std::time::Duration::from_secs(60), async {
-        while tokio::net::TcpStream::connect(addr).await.is_ok() {
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-    })
-    .await
-    .expect("the listener closes on shutdown");
+    // The server takes the stop first; only then may the held request finish.
+    running.stopping.take().unwrap().await.unwrap();
     gate.open();
     tokio::time::timeout(std::time::Duration::from_secs(60), running.stop())
         .await
@@ -1084,8 +1084,8 @@ async fn mutual_tls_identifies_callers_by_certificate() {
     ));
     let running = start_with_tls(stores).await;
     let connect = |identity: Option<(String, String)>| {
-        let addr = running.addr;
         let ca = pki.ca.clone();
+        let addr = running.addr;
         async move {
             let mut tls = ClientTlsConfig::new()
                 .ca_certificate(Certificate::from_pem(ca))
@@ -1154,9 +1154,11 @@ async fn start_with_tls(stores: Stores) -> Running {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
     let done = tokio::spawn(async move {
         service::serve_on(listener, stores, async {}, async {
             let _ = stop_rx.await;
+            let _ = stopping_tx.send(());
         })
         .await
         .unwrap();
@@ -1170,6 +1172,7 @@ async fn start_with_tls(stores: Stores) -> Running {
         addr,
         ready: None,
         stop: Some(stop_tx),
+        stopping: Some(stopping_rx),
         done,
     }
 }

@@ -67,6 +67,9 @@ pub enum Result_ {
     Created,
     Configured,
     Unchanged,
+    /// Only its managedFields changed (the server wrote it; the contents stayed).
+    #[serde(rename = "ownership-only")]
+    OwnershipOnly,
     Conflicted,
     Failed,
     Deleted,
@@ -82,6 +85,7 @@ impl Result_ {
             Result_::Created => "created",
             Result_::Configured => "configured",
             Result_::Unchanged => "unchanged",
+            Result_::OwnershipOnly => "ownership-only",
             Result_::Conflicted => "conflicted",
             Result_::Failed => "failed",
             Result_::Deleted => "deleted",
@@ -551,7 +555,7 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
     // Server-side conflicts the policy does not allow stop the run before anything is written.
     if method == Method::Ssa && outcome.prediction.exit_code() == 1 {
         for o in &outcome.prediction.objects {
-            if o.verdict == Verdict::Conflict {
+            if matches!(o.verdict, Verdict::Conflict | Verdict::Rejected) {
                 let mut x = ObjectOutcome::new(o.object_ref.to_string(), Result_::Conflicted);
                 x.message = o.message.clone();
                 outcome.objects.push(x);
@@ -872,18 +876,24 @@ async fn apply_ssa(
         Ok(applied) => {
             let before = live.and_then(|l| l.str_at(&["metadata", "resourceVersion"]));
             let after = applied.object.str_at(&["metadata", "resourceVersion"]);
+            let same_contents = |l: &Value| strip_volatile(l) == strip_volatile(&applied.object);
+            let same_owners = |l: &Value| {
+                l.get_path(&["metadata", "managedFields"])
+                    == applied.object.get_path(&["metadata", "managedFields"])
+            };
             let result = match (live, req.dry_run) {
                 (None, _) => Result_::Created,
                 (Some(_), false) if before == after => Result_::Unchanged,
-                (Some(l), true) if strip_volatile(l) == strip_volatile(&applied.object) => {
-                    Result_::Unchanged
-                }
+                (Some(l), false) if same_contents(l) => Result_::OwnershipOnly,
+                (Some(l), true) if same_contents(l) && same_owners(l) => Result_::Unchanged,
+                (Some(l), true) if same_contents(l) => Result_::OwnershipOnly,
                 _ => Result_::Configured,
             };
             let predicted_result = match predicted.verdict {
                 Verdict::Created => Some(Result_::Created),
                 Verdict::Configured => Some(Result_::Configured),
                 Verdict::Unchanged => Some(Result_::Unchanged),
+                Verdict::OwnershipOnly => Some(Result_::OwnershipOnly),
                 _ => None,
             };
             if predicted_result.is_some_and(|p| p != result) && applied.forced_from.is_empty() {

@@ -247,9 +247,17 @@ pub struct ObjectReport {
     pub stuck: Vec<Field>,
     /// Number of fields the apply would own (for creations: what would be created).
     pub owned_fields: usize,
-    /// kube-apiserver's 409 message when the apply would be rejected.
+    /// kube-apiserver's message when the apply would be refused: the 409 of conflicts, or
+    /// the 422 of a stored object that fails validation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Why the stored object would fail validation (verdict `rejected`), each as the
+    /// server's `StatusCause`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rejections: Vec<crate::validation::FieldError>,
+    /// What of the type's schema fieldguard did not evaluate (e.g. CEL rules).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_evaluated: Vec<String>,
     /// Why the object cannot be applied (verdict `invalid`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -267,7 +275,11 @@ pub struct Summary {
     pub created: usize,
     pub configured: usize,
     pub unchanged: usize,
+    /// Only the managedFields change (the server still writes).
+    pub ownership_only: usize,
     pub conflicted: usize,
+    /// Refused with 422: the stored object would fail its schema.
+    pub rejected: usize,
     pub invalid: usize,
     pub conflicts: usize,
     pub taken_over: usize,
@@ -296,7 +308,9 @@ impl Report {
                 Verdict::Created => s.created += 1,
                 Verdict::Configured => s.configured += 1,
                 Verdict::Unchanged => s.unchanged += 1,
+                Verdict::OwnershipOnly => s.ownership_only += 1,
                 Verdict::Conflict => s.conflicted += 1,
+                Verdict::Rejected => s.rejected += 1,
                 Verdict::Invalid => s.invalid += 1,
             }
             s.conflicts += o.conflicts.len();
@@ -308,11 +322,16 @@ impl Report {
         s
     }
 
-    /// The process exit code: 2 if any object cannot be applied, 1 if any conflicts, else 0.
+    /// The process exit code: 2 if any object cannot be applied, 1 if any apply would be
+    /// refused (conflicts, or a stored object that fails validation), else 0.
     pub fn exit_code(&self) -> u8 {
         if self.objects.iter().any(|o| o.verdict == Verdict::Invalid) {
             2
-        } else if self.objects.iter().any(|o| o.verdict == Verdict::Conflict) {
+        } else if self
+            .objects
+            .iter()
+            .any(|o| matches!(o.verdict, Verdict::Conflict | Verdict::Rejected))
+        {
             1
         } else {
             0
@@ -371,7 +390,19 @@ pub fn predict_target(
         reset_fields: &t.info.reset_fields,
         now: opts.now,
     };
-    Ok(predict::predict(&req))
+    let mut p = predict::predict(&req);
+    if let (Some(schema), Some(stored)) = (&t.info.validation, &p.object) {
+        let v = crate::validation::validate(stored, schema);
+        let errors = match live {
+            Some(old) => crate::validation::ratchet(v.errors, old, stored),
+            None => v.errors,
+        };
+        p.not_evaluated = v.not_evaluated;
+        if !errors.is_empty() {
+            p.reject(t.doc.kind(), &t.info.gvk.group, &t.object_ref.name, &errors);
+        }
+    }
+    Ok(p)
 }
 
 /// Predicts one target against its live object (`None`: it does not exist).
@@ -398,6 +429,8 @@ pub fn check_one(t: &Target, live: Option<&Value>, opts: &Options) -> ObjectRepo
         stuck: vec![],
         owned_fields: 0,
         message: None,
+        rejections: vec![],
+        not_evaluated: vec![],
         error: None,
         origin: doc.origin.clone(),
         object_ref: t.object_ref.clone(),
@@ -412,6 +445,8 @@ pub fn check_one(t: &Target, live: Option<&Value>, opts: &Options) -> ObjectRepo
     report.verdict = p.verdict.clone();
     report.message = p.message.clone();
     report.error = p.error.clone();
+    report.rejections = p.rejections.clone();
+    report.not_evaluated = p.not_evaluated.clone();
     report.owned_fields = p
         .managed
         .fields

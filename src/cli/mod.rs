@@ -27,7 +27,7 @@ pub const EXIT_APPLY_FAILED: u8 = 4;
 
 const EXIT_CODES: &str = "Exit codes:
   0  no conflicts
-  1  conflicts found
+  1  conflicts found, or an apply the apiserver would refuse (verdict rejected: 422)
   2  invalid input or usage (every problem is printed with file, document, line and field)
   3  cluster or service unreachable
   4  apply: an object could not be applied, deleted or did not become ready

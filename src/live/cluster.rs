@@ -8,6 +8,7 @@
 use super::{Fetched, ObjectRef};
 use crate::catalog::{Catalog, DEFAULT_KUBERNETES, Discovered};
 use crate::schema::{Gvk, Schema, openapi_v3};
+use crate::validation::Structural;
 use crate::value::{MAX_DOCUMENT_BYTES, Value, json};
 use futures::{StreamExt, TryStreamExt};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -150,6 +151,31 @@ fn object_path(it: &FetchItem) -> String {
     resource_path(&it.api_version, &it.plural, &r.namespace, Some(&r.name))
 }
 
+/// The structural schemas of a published document's types that are not built-in kinds: the
+/// custom resources, which the apiserver validates against them.
+fn custom_resource_schemas(doc: &Value) -> Vec<(Gvk, Arc<Structural>)> {
+    let Some(components) = doc
+        .get_path(&["components", "schemas"])
+        .and_then(Value::as_map)
+    else {
+        return Vec::new();
+    };
+    let builtin = crate::schema::builtin::kubernetes(DEFAULT_KUBERNETES).ok();
+    let mut out = Vec::new();
+    for (_, spec) in components.iter() {
+        for gvk in crate::schema::openapi_v2::gvk_list(spec) {
+            if builtin.is_some_and(|b| b.type_for(&gvk).is_some()) {
+                continue;
+            }
+            out.push((
+                gvk,
+                Arc::new(Structural::from_value(spec, Some(components))),
+            ));
+        }
+    }
+    out
+}
+
 /// What an `APIResourceList` says about each kind.
 fn discovered(api_version: &str, list: &Value) -> Vec<(Gvk, Discovered)> {
     let empty = Vec::new();
@@ -192,6 +218,8 @@ fn discovered(api_version: &str, list: &Value) -> Vec<(Gvk, Discovered)> {
 pub struct GvTypes {
     pub discovered: Vec<(Gvk, Discovered)>,
     pub schema: Option<Arc<Schema>>,
+    /// Structural schemas of the custom resources among them (for validation).
+    pub validations: Vec<(Gvk, Arc<Structural>)>,
 }
 
 impl GvTypes {
@@ -201,6 +229,9 @@ impl GvTypes {
         }
         if let Some(s) = &self.schema {
             catalog.add_served_shared(s.clone());
+        }
+        for (gvk, v) in &self.validations {
+            catalog.add_validation(gvk.clone(), v.clone());
         }
     }
 }
@@ -402,6 +433,7 @@ impl Api {
         let mut t = GvTypes {
             discovered: discovered(api_version, &resources),
             schema: None,
+            validations: Vec::new(),
         };
         let doc_url = index
             .as_ref()
@@ -412,6 +444,7 @@ impl Api {
         {
             let schema = openapi_v3::from_value(&doc)
                 .map_err(|e| ClusterError(format!("cluster {}: {u}: {e}", self.url)))?;
+            t.validations = custom_resource_schemas(&doc);
             t.schema = Some(Arc::new(schema));
         }
         Ok(Some(t))

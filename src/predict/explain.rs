@@ -153,14 +153,16 @@ impl<'a> Context<'a> {
             })
             .collect();
 
+        let ownership_changed = encode(self.live_managed) != encode(&out.managed);
         let verdict = if !self.exists {
             Verdict::Created
         } else if out.changed {
             Verdict::Configured
+        } else if ownership_changed {
+            Verdict::OwnershipOnly
         } else {
             Verdict::Unchanged
         };
-        let ownership_changed = encode(self.live_managed) != encode(&out.managed);
         Prediction {
             verdict,
             conflicts: vec![],
@@ -174,6 +176,8 @@ impl<'a> Context<'a> {
             object: Some(out.object),
             managed: out.managed,
             ownership_changed,
+            rejections: Vec::new(),
+            not_evaluated: Vec::new(),
         }
     }
 }

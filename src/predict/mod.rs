@@ -15,6 +15,7 @@ use crate::managedfields::{
 };
 use crate::merge::Conflicts;
 use crate::schema::{Schema, TypeRef};
+use crate::validation::FieldError;
 use crate::value::Value;
 use std::collections::BTreeMap;
 
@@ -95,10 +96,18 @@ pub enum Verdict {
     Created,
     /// The object changes.
     Configured,
-    /// Nothing changes in the object (ownership may still change).
+    /// Only `metadata.managedFields` changes (the applier's entry is added or its fields
+    /// change, e.g. a manager claims values that are already there): the server still writes
+    /// the object, and its resourceVersion moves.
+    #[serde(rename = "ownership-only")]
+    OwnershipOnly,
+    /// Nothing changes: the server does not write.
     Unchanged,
     /// Rejected with 409: conflicts the force policy does not cover.
     Conflict,
+    /// Rejected with 422: the object the apply would store fails validation (a custom
+    /// resource's schema), though the manifest itself is fine.
+    Rejected,
     /// Rejected for another reason (invalid manifest, ...).
     Invalid,
 }
@@ -137,6 +146,12 @@ pub struct Prediction {
     /// fields changed): the server then writes even if the object's contents stay the same.
     #[serde(skip)]
     pub ownership_changed: bool,
+    /// Why the stored object would fail validation (verdict `rejected`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rejections: Vec<FieldError>,
+    /// Constraints of the type's schema fieldguard did not evaluate (e.g. CEL rules).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_evaluated: Vec<String>,
 }
 
 impl Prediction {
@@ -154,17 +169,35 @@ impl Prediction {
             object: None,
             managed: Managed::default(),
             ownership_changed: false,
+            rejections: Vec::new(),
+            not_evaluated: Vec::new(),
         }
+    }
+
+    /// The apply refused with `422` because the object it would store fails validation:
+    /// `errors` (already ratcheted), the server's message and `Status` body.
+    pub fn reject(&mut self, kind: &str, group: &str, name: &str, errors: &[FieldError]) {
+        self.verdict = Verdict::Rejected;
+        self.message = Some(crate::validation::invalid_message(
+            kind, group, name, errors,
+        ));
+        self.status = Some(crate::validation::invalid_status(kind, group, name, errors));
+        self.rejections = errors.to_vec();
+        self.object = None;
+        self.taken_over.clear();
+        self.shared.clear();
+        self.removed.clear();
+        self.stuck.clear();
+        self.ownership_changed = false;
     }
 
     /// True when the server writes the object (its resourceVersion moves): it is created, its
     /// contents change, or only its managedFields do.
     pub fn writes(&self) -> bool {
-        match self.verdict {
-            Verdict::Created | Verdict::Configured => true,
-            Verdict::Unchanged => self.ownership_changed,
-            Verdict::Conflict | Verdict::Invalid => false,
-        }
+        matches!(
+            self.verdict,
+            Verdict::Created | Verdict::Configured | Verdict::OwnershipOnly
+        )
     }
 
     /// `metadata.managedFields` after the apply, as kube-apiserver would write them.

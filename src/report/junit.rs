@@ -32,12 +32,16 @@ pub fn render(r: &Report) -> String {
     let _ = writeln!(
         out,
         "<testsuites name=\"{name}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" time=\"0\">",
-        s.objects, s.conflicted, s.invalid
+        s.objects,
+        s.conflicted + s.rejected,
+        s.invalid
     );
     let _ = writeln!(
         out,
         "  <testsuite name=\"{name}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"0\" time=\"0\">",
-        s.objects, s.conflicted, s.invalid
+        s.objects,
+        s.conflicted + s.rejected,
+        s.invalid
     );
     let _ = writeln!(
         out,
@@ -77,6 +81,15 @@ pub fn render(r: &Report) -> String {
                     body,
                     "      <failure type=\"Conflict\" message=\"{}\">{}</failure>",
                     esc(o.message.as_deref().unwrap_or("conflict")),
+                    esc(&text)
+                );
+            }
+            Verdict::Rejected => {
+                let text: String = o.rejections.iter().map(|r| format!("{r}\n")).collect();
+                let _ = writeln!(
+                    body,
+                    "      <failure type=\"Rejected\" message=\"{}\">{}</failure>",
+                    esc(o.message.as_deref().unwrap_or("rejected")),
                     esc(&text)
                 );
             }

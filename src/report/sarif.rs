@@ -31,6 +31,12 @@ const RULES: &[(&str, &str, &str, &str)] = &[
         "warning",
         "The field was dropped from the manifest but stays, because other field managers still own it.",
     ),
+    (
+        "FG005",
+        "schema-rejection",
+        "error",
+        "The object the apply would store fails its schema: the apiserver refuses the apply (422).",
+    ),
 ];
 
 /// A file name as a URI reference relative to the repository root.
@@ -138,6 +144,19 @@ fn field_result(o: &ObjectReport, f: &Field, rule: usize) -> Json {
     })
 }
 
+fn rejection_result(o: &ObjectReport, e: &crate::validation::FieldError) -> Json {
+    let (id, _, level, _) = RULES[4];
+    let path = format!(".{}", e.field);
+    json!({
+        "ruleId": id,
+        "ruleIndex": 4,
+        "level": level,
+        "message": {"text": format!("{} {}: {}", object_name(o), e.field, e.message)},
+        "locations": [location(o, o.line, &path)],
+        "partialFingerprints": {"fieldguard/v1": fingerprint(o, id, &e.field, &e.reason)},
+    })
+}
+
 pub fn render(r: &Report) -> String {
     let mut results = Vec::new();
     let mut invocation_notes = Vec::new();
@@ -146,6 +165,7 @@ pub fn render(r: &Report) -> String {
         results.extend(o.taken_over.iter().map(|c| conflict_result(o, c, 1)));
         results.extend(o.removed.iter().map(|f| field_result(o, f, 2)));
         results.extend(o.stuck.iter().map(|f| field_result(o, f, 3)));
+        results.extend(o.rejections.iter().map(|e| rejection_result(o, e)));
         if let Some(e) = &o.error {
             invocation_notes.push(json!({
                 "level": "error",

@@ -59,16 +59,27 @@ pub fn render(r: &Report, color: bool) -> String {
         (s.created, "created"),
         (s.configured, "configured"),
         (s.unchanged, "unchanged"),
+        (s.ownership_only, "ownership only"),
     ] {
         if n > 0 {
             parts.push(format!("{n} {what}"));
         }
     }
-    let head = if s.conflicted > 0 {
-        st.red(&format!(
-            "{} of {} object(s) conflict ({} conflicting field(s))",
-            s.conflicted, s.objects, s.conflicts
-        ))
+    let head = if s.conflicted > 0 || s.rejected > 0 {
+        let mut h = Vec::new();
+        if s.conflicted > 0 {
+            h.push(format!(
+                "{} of {} object(s) conflict ({} conflicting field(s))",
+                s.conflicted, s.objects, s.conflicts
+            ));
+        }
+        if s.rejected > 0 {
+            h.push(format!(
+                "{} of {} object(s) would be rejected by validation",
+                s.rejected, s.objects
+            ));
+        }
+        st.red(&h.join("; "))
     } else if s.invalid > 0 {
         st.red(&format!("{} object(s) cannot be applied", s.invalid))
     } else {
@@ -99,12 +110,17 @@ fn object(out: &mut String, o: &ObjectReport, st: &Style) {
     let (mark, verdict) = match o.verdict {
         Verdict::Conflict => (st.red("✗"), st.red("conflict")),
         Verdict::Invalid => (st.red("✗"), st.red("invalid")),
+        Verdict::Rejected => (st.red("✗"), st.red("rejected (422)")),
         Verdict::Created => (
             st.green("+"),
             st.green(&format!("create ({} field(s))", o.owned_fields)),
         ),
         Verdict::Configured => (st.green("✓"), "configure".to_string()),
         Verdict::Unchanged => (st.green("✓"), st.dim("unchanged")),
+        Verdict::OwnershipOnly => (
+            st.green("✓"),
+            "ownership only (managedFields change; the object is written)".to_string(),
+        ),
     };
     let _ = writeln!(
         out,
@@ -115,6 +131,18 @@ fn object(out: &mut String, o: &ObjectReport, st: &Style) {
     );
     if let Some(e) = &o.error {
         let _ = writeln!(out, "    {}", st.red(e));
+    }
+    for r in &o.rejections {
+        let _ = writeln!(
+            out,
+            "    {} {}  {}",
+            st.red("rejected"),
+            st.bold(&r.field),
+            r.message
+        );
+    }
+    for n in &o.not_evaluated {
+        let _ = writeln!(out, "    {} {n}", st.dim("not evaluated"));
     }
     for c in &o.conflicts {
         conflict(

@@ -195,3 +195,30 @@ fn add_embedded(s: &mut Value) {
         props.insert("metadata", object_meta_ref());
     }
 }
+
+/// Each version's structural schema read for validation (the apiserver checks stored custom
+/// resources against it); versions without a schema have none.
+pub fn structural_schemas(crd: &Value) -> Vec<(Gvk, crate::validation::Structural)> {
+    let (Some(group), Some(kind)) = (
+        crd.str_at(&["spec", "group"]),
+        crd.str_at(&["spec", "names", "kind"]),
+    ) else {
+        return Vec::new();
+    };
+    let shared = crd.get_path(&["spec", "validation", "openAPIV3Schema"]);
+    let Some(versions) = crd.get_path(&["spec", "versions"]).and_then(Value::as_list) else {
+        return Vec::new();
+    };
+    versions
+        .iter()
+        .filter_map(|v| {
+            let name = v.str_at(&["name"])?;
+            let schema = v.get_path(&["schema", "openAPIV3Schema"]).or(shared)?;
+            let api_version = format!("{group}/{name}");
+            Some((
+                Gvk::from_api_version(&api_version, kind),
+                crate::validation::Structural::from_value(schema, None),
+            ))
+        })
+        .collect()
+}

@@ -133,6 +133,8 @@ fn verdict(v: &Verdict) -> pb::Verdict {
         Verdict::Configured => pb::Verdict::Configured,
         Verdict::Unchanged => pb::Verdict::Unchanged,
         Verdict::Conflict => pb::Verdict::Conflict,
+        Verdict::Rejected => pb::Verdict::Rejected,
+        Verdict::OwnershipOnly => pb::Verdict::OwnershipOnly,
         Verdict::Invalid => pb::Verdict::Unspecified,
     }
 }
@@ -143,6 +145,8 @@ fn verdict_back(v: i32) -> Verdict {
         pb::Verdict::Configured => Verdict::Configured,
         pb::Verdict::Unchanged => Verdict::Unchanged,
         pb::Verdict::Conflict => Verdict::Conflict,
+        pb::Verdict::Rejected => Verdict::Rejected,
+        pb::Verdict::OwnershipOnly => Verdict::OwnershipOnly,
         pb::Verdict::Unspecified => Verdict::Invalid,
     }
 }
@@ -168,6 +172,16 @@ pub fn object(o: &ObjectReport, cluster: &str) -> pb::ObjectPrediction {
         owned_fields: o.owned_fields as u32,
         message: o.message.clone().unwrap_or_default(),
         cluster: cluster.to_string(),
+        rejections: o
+            .rejections
+            .iter()
+            .map(|r| pb::Rejection {
+                field: r.field.clone(),
+                reason: r.reason.clone(),
+                message: r.message.clone(),
+            })
+            .collect(),
+        not_evaluated: o.not_evaluated.clone(),
     }
 }
 
@@ -198,6 +212,16 @@ pub fn object_back(o: &pb::ObjectPrediction) -> ObjectReport {
         stuck: o.stuck.iter().map(field_back).collect(),
         owned_fields: o.owned_fields as usize,
         message: (!o.message.is_empty()).then(|| o.message.clone()),
+        rejections: o
+            .rejections
+            .iter()
+            .map(|r| crate::validation::FieldError {
+                field: r.field.clone(),
+                reason: r.reason.clone(),
+                message: r.message.clone(),
+            })
+            .collect(),
+        not_evaluated: o.not_evaluated.clone(),
         error: None,
         origin: Origin {
             file: Arc::from(o.file.as_str()),
@@ -221,6 +245,8 @@ pub fn summary(r: &Report) -> pb::Summary {
         shared: s.shared as u32,
         removed: s.removed as u32,
         stuck: s.stuck as u32,
+        rejected: s.rejected as u32,
+        ownership_only: s.ownership_only as u32,
     }
 }
 

@@ -102,19 +102,17 @@ impl RealApi {
         let kubeconfig = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
         // The watchdog: stops the server when this test binary is gone.
         let stop = shared().join("realapi/stop.sh");
-        Command::new("bash")
+        let status = Command::new("bash")
             .arg("-c")
-            .arg(format!(
-                "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; bash '{stop}' '{run}'; rm -rf '{run}'",
-                pid = std::process::id(),
-                stop = stop.display(),
-                run = run.display()
-            ))
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
+            .arg(
+                r#"( while kill -0 "$FG_PID" 2>/dev/null; do sleep 0.5; done; bash "$FG_STOP" "$FG_RUN"; rm -rf "$FG_RUN" ) >/dev/null 2>&1 </dev/null &"#,
+            )
+            .env("FG_PID", std::process::id().to_string())
+            .env("FG_STOP", &stop)
+            .env("FG_RUN", &run)
+            .status()
             .unwrap();
+        assert!(status.success(), "the watchdog did not start");
         RealApi { run, kubeconfig }
     }
 

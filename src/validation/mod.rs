@@ -1,0 +1,499 @@
+//! The apiserver's validation of a custom resource it is about to store: after the merge, the
+//! object is checked against its CRD's structural schema (kube-openapi's validator, converted
+//! to field errors by apiextensions-apiserver's `ValidateCustomResource`), and a failure is a
+//! `422 Invalid` — even when the manifest itself was valid, e.g. when a manager's fields are
+//! removed and a map left empty becomes `null` where the schema does not allow it.
+//!
+//! Evaluated: `type` (with `nullable` and `x-kubernetes-int-or-string`), `required`, `enum`,
+//! `minimum`/`maximum` (exclusive too), `multipleOf`, `minLength`/`maxLength`/`pattern`,
+//! `minItems`/`maxItems`, `minProperties`/`maxProperties`. Not evaluated (reported as such):
+//! `format`, `allOf`/`anyOf`/`oneOf`/`not`, and `x-kubernetes-validations` (CEL) rules — but
+//! when the schema has rules and other checks fail, the server's notice that rules were not
+//! checked is reproduced. The messages are the server's, word for word; the order of several
+//! errors is not (the server's comes from Go map iteration and varies between requests), so
+//! fieldguard lists them in field order.
+
+mod structural;
+
+pub use structural::Structural;
+
+use crate::value::gofmt::{format_float_v, quote};
+use crate::value::{Map, Value};
+use std::fmt;
+
+/// One problem, as kube-apiserver's `field.Error`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct FieldError {
+    /// `spec.replicas`, `spec.containers[0].name`, or `<nil>`.
+    pub field: String,
+    /// The `StatusCause` reason (`FieldValueInvalid`, `FieldValueRequired`, ...).
+    pub reason: String,
+    /// The message without the field (`Required value`, `Invalid value: ...`).
+    pub message: String,
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+/// What validating an object found.
+#[derive(Clone, Debug, Default)]
+pub struct Validation {
+    pub errors: Vec<FieldError>,
+    /// Constraints present in the schema that fieldguard did not evaluate.
+    pub not_evaluated: Vec<String>,
+}
+
+/// Validates `obj` (a whole custom resource) against its version's structural schema.
+pub fn validate(obj: &Value, schema: &Structural) -> Validation {
+    let mut v = Validation::default();
+    let mut w = Walk { out: &mut v };
+    if let Value::Map(m) = obj {
+        for (k, child) in m.iter() {
+            if k == "metadata" || k == "apiVersion" || k == "kind" {
+                continue;
+            }
+            if let Some(s) = schema.property(k) {
+                w.value(child, s, k);
+            }
+        }
+    }
+    let rules = count_rules(schema);
+    if rules > 0 {
+        if v.errors.is_empty() {
+            v.not_evaluated.push(format!(
+                "{rules} x-kubernetes-validations rule(s) (CEL) not evaluated"
+            ));
+        } else {
+            v.errors.push(FieldError {
+                field: "<nil>".into(),
+                reason: "FieldValueInvalid".into(),
+                message: "Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".into(),
+            });
+        }
+    }
+    v
+}
+
+fn count_rules(s: &Structural) -> usize {
+    s.rules
+        + s.properties
+            .iter()
+            .map(|(_, c)| count_rules(c))
+            .sum::<usize>()
+        + s.additional.as_deref().map_or(0, count_rules)
+        + s.items.as_deref().map_or(0, count_rules)
+}
+
+/// The `422` message: `Widget.example.com "w0" is invalid: ...` (several errors in brackets).
+pub fn invalid_message(kind: &str, group: &str, name: &str, errors: &[FieldError]) -> String {
+    let qualified = if group.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}.{group}")
+    };
+    let mut seen: Vec<String> = Vec::new();
+    for e in errors {
+        let s = e.to_string();
+        if !seen.contains(&s) {
+            seen.push(s);
+        }
+    }
+    let agg = if seen.len() == 1 {
+        seen.remove(0)
+    } else {
+        format!("[{}]", seen.join(", "))
+    };
+    format!("{qualified} {} is invalid: {agg}", quote(name))
+}
+
+/// The `422` `Status` body.
+pub fn invalid_status(kind: &str, group: &str, name: &str, errors: &[FieldError]) -> Value {
+    let mut causes = Vec::new();
+    for e in errors {
+        let mut c = Map::new();
+        c.insert("reason", Value::from(e.reason.as_str()));
+        c.insert("message", Value::from(e.message.as_str()));
+        c.insert("field", Value::from(e.field.as_str()));
+        causes.push(Value::Map(c));
+    }
+    let mut details = Map::new();
+    details.insert("name", Value::from(name));
+    details.insert("group", Value::from(group));
+    details.insert("kind", Value::from(kind));
+    details.insert("causes", Value::List(causes));
+    let mut m = Map::new();
+    m.insert("kind", Value::from("Status"));
+    m.insert("apiVersion", Value::from("v1"));
+    m.insert("metadata", Value::Map(Map::new()));
+    m.insert("status", Value::from("Failure"));
+    m.insert(
+        "message",
+        Value::from(invalid_message(kind, group, name, errors).as_str()),
+    );
+    m.insert("reason", Value::from("Invalid"));
+    m.insert("details", Value::Map(details));
+    m.insert("code", Value::Int(422));
+    Value::Map(m)
+}
+
+struct Walk<'a> {
+    out: &'a mut Validation,
+}
+
+/// The JSON type name kube-openapi reports for a value.
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Int(_) => "integer",
+        Value::Float(_) => "number",
+        Value::String(_) => "string",
+        Value::List(_) => "array",
+        Value::Map(_) => "object",
+    }
+}
+
+/// A value as `field.Error` prints it (`%#v`-like: strings quoted, numbers plain).
+fn printed(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Int(i) => i.to_string(),
+        Value::Float(f) => format_float_v(*f),
+        Value::String(s) => quote(s),
+        other => crate::value::json::to_string(other, crate::value::json::Style::PLAIN),
+    }
+}
+
+/// A number as kube-openapi prints a limit (`10`, `1.5`).
+fn limit(f: f64) -> String {
+    format_float_v(f)
+}
+
+fn as_f64(v: &Value) -> Option<f64> {
+    match v {
+        Value::Int(i) => Some(*i as f64),
+        Value::Float(f) => Some(*f),
+        _ => None,
+    }
+}
+
+impl Walk<'_> {
+    fn err(&mut self, field: &str, reason: &'static str, message: String) {
+        self.out.errors.push(FieldError {
+            field: field.to_string(),
+            reason: reason.to_string(),
+            message,
+        });
+    }
+
+    fn invalid(&mut self, field: &str, v: &Value, detail: String) {
+        self.err(
+            field,
+            "FieldValueInvalid",
+            format!("Invalid value: {}: {detail}", printed(v)),
+        );
+    }
+
+    fn value(&mut self, v: &Value, s: &Structural, path: &str) {
+        if s.junctors {
+            self.note(path, "allOf/anyOf/oneOf/not");
+        }
+        if let Some(f) = &s.format {
+            self.note(path, &format!("format {f}"));
+        }
+        if v.is_null() {
+            if s.nullable {
+                return;
+            }
+            let want = if s.int_or_string {
+                Some("integer,string".to_string())
+            } else {
+                s.ty.clone()
+            };
+            if let Some(t) = want {
+                self.type_error(path, "null", &t);
+            }
+            self.enumeration(v, s, path);
+            return;
+        }
+        if !self.type_ok(v, s, path) {
+            return;
+        }
+        match v {
+            Value::Map(m) => self.object(m, s, path),
+            Value::List(items) => self.array(items, s, path),
+            Value::String(st) => self.string(v, st, s, path),
+            Value::Int(_) | Value::Float(_) => self.number(v, s, path),
+            _ => {}
+        }
+        self.enumeration(v, s, path);
+    }
+
+    fn note(&mut self, path: &str, what: &str) {
+        let n = format!("{path}: {what}");
+        if !self.out.not_evaluated.contains(&n) {
+            self.out.not_evaluated.push(n);
+        }
+    }
+
+    fn type_error(&mut self, path: &str, actual: &str, want: &str) {
+        self.err(
+            path,
+            "FieldValueTypeInvalid",
+            format!(
+                "Invalid value: {}: {path} in body must be of type {want}: {}",
+                quote(actual),
+                quote(actual)
+            ),
+        );
+    }
+
+    /// The `type` check; false when it failed (nothing below is checked then).
+    fn type_ok(&mut self, v: &Value, s: &Structural, path: &str) -> bool {
+        let actual = type_name(v);
+        if s.int_or_string {
+            if matches!(v, Value::Int(_) | Value::String(_)) {
+                return true;
+            }
+            self.type_error(path, actual, "integer,string");
+            return false;
+        }
+        let Some(t) = s.ty.as_deref() else {
+            return true;
+        };
+        let ok = match t {
+            "number" => matches!(v, Value::Int(_) | Value::Float(_)),
+            "integer" => {
+                matches!(v, Value::Int(_)) || matches!(v, Value::Float(f) if f.fract() == 0.0)
+            }
+            other => other == actual,
+        };
+        if !ok {
+            self.type_error(path, actual, t);
+        }
+        ok
+    }
+
+    fn object(&mut self, m: &Map, s: &Structural, path: &str) {
+        for r in &s.required {
+            if !m.contains_key(r) {
+                self.err(
+                    &format!("{path}.{r}"),
+                    "FieldValueRequired",
+                    "Required value".into(),
+                );
+            }
+        }
+        let n = m.len() as i64;
+        if let Some(max) = s.max_properties
+            && n > max
+        {
+            self.err(
+                path,
+                "FieldValueTooMany",
+                format!("Too many: {n}: must have at most {max} items"),
+            );
+        }
+        if let Some(min) = s.min_properties
+            && n < min
+        {
+            self.invalid(
+                path,
+                &Value::Int(n),
+                format!("{path} in body should have at least {min} properties"),
+            );
+        }
+        for (k, child) in m.iter() {
+            let cs = s
+                .properties
+                .iter()
+                .find(|(name, _)| name == k.as_str())
+                .map(|(_, c)| c)
+                .or(s.additional.as_deref());
+            if let Some(cs) = cs {
+                self.value(child, cs, &format!("{path}.{k}"));
+            }
+        }
+    }
+
+    fn array(&mut self, items: &[Value], s: &Structural, path: &str) {
+        let n = items.len() as i64;
+        if let Some(max) = s.max_items
+            && n > max
+        {
+            self.err(
+                path,
+                "FieldValueTooMany",
+                format!("Too many: {n}: must have at most {max} items"),
+            );
+        }
+        if let Some(min) = s.min_items
+            && n < min
+        {
+            self.invalid(
+                path,
+                &Value::Int(n),
+                format!("{path} in body should have at least {min} items"),
+            );
+        }
+        if let Some(is) = &s.items {
+            for (i, item) in items.iter().enumerate() {
+                self.value(item, is, &format!("{path}[{i}]"));
+            }
+        }
+    }
+
+    /// kube-openapi's string validator reports the first failure only.
+    fn string(&mut self, v: &Value, st: &str, s: &Structural, path: &str) {
+        let len = st.chars().count() as i64;
+        if let Some(max) = s.max_length
+            && len > max
+        {
+            return self.err(
+                path,
+                "FieldValueTooLong",
+                format!("Too long: may not be more than {max} bytes"),
+            );
+        }
+        if let Some(min) = s.min_length
+            && len < min
+        {
+            return self.invalid(
+                path,
+                v,
+                format!("{path} in body should be at least {min} chars long"),
+            );
+        }
+        if let Some((p, re)) = &s.pattern {
+            match re {
+                Some(re) if !re.is_match(st) => {
+                    self.invalid(path, v, format!("{path} in body should match '{p}'"))
+                }
+                Some(_) => {}
+                None => self.note(path, &format!("pattern {p} (not a Rust regex)")),
+            }
+        }
+    }
+
+    fn number(&mut self, v: &Value, s: &Structural, path: &str) {
+        let Some(x) = as_f64(v) else { return };
+        if let Some(m) = s.multiple_of
+            && m != 0.0
+            && (x / m).fract() != 0.0
+        {
+            self.invalid(
+                path,
+                v,
+                format!("{path} in body should be a multiple of {}", limit(m)),
+            );
+        }
+        if let Some(max) = s.maximum {
+            let bad = if s.exclusive_maximum {
+                x >= max
+            } else {
+                x > max
+            };
+            if bad {
+                let rel = if s.exclusive_maximum {
+                    "less than"
+                } else {
+                    "less than or equal to"
+                };
+                self.invalid(
+                    path,
+                    v,
+                    format!("{path} in body should be {rel} {}", limit(max)),
+                );
+            }
+        }
+        if let Some(min) = s.minimum {
+            let bad = if s.exclusive_minimum {
+                x <= min
+            } else {
+                x < min
+            };
+            if bad {
+                let rel = if s.exclusive_minimum {
+                    "greater than"
+                } else {
+                    "greater than or equal to"
+                };
+                self.invalid(
+                    path,
+                    v,
+                    format!("{path} in body should be {rel} {}", limit(min)),
+                );
+            }
+        }
+    }
+
+    fn enumeration(&mut self, v: &Value, s: &Structural, path: &str) {
+        let Some(allowed) = &s.enumeration else {
+            return;
+        };
+        if allowed.iter().any(|a| crate::value::equals(a, v)) {
+            return;
+        }
+        let values: Vec<String> = allowed
+            .iter()
+            .map(|a| match a {
+                Value::String(st) => quote(st),
+                other => quote(&crate::value::json::to_string(
+                    other,
+                    crate::value::json::Style::PLAIN,
+                )),
+            })
+            .collect();
+        self.err(
+            path,
+            "FieldValueNotSupported",
+            format!(
+                "Unsupported value: {}: supported values: {}",
+                printed(v),
+                values.join(", ")
+            ),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+/// Validation ratcheting (CRDValidationRatcheting, on by default since Kubernetes 1.30): on an
+/// update, an error about a value that the update leaves as it was is dropped. fieldguard
+/// ratchets by field path where the path names no list index (items of lists are not
+/// correlated); a `Required value` is ratcheted when its parent object is unchanged. The
+/// notice that CEL rules were not checked goes when nothing else is left.
+pub fn ratchet(errors: Vec<FieldError>, old: &Value, new: &Value) -> Vec<FieldError> {
+    let at = |v: &'_ Value, field: &str| -> Option<Value> {
+        let mut cur = v;
+        for k in field.split('.') {
+            cur = cur.as_map()?.get(k)?;
+        }
+        Some(cur.clone())
+    };
+    let unchanged = |field: &str| {
+        !field.contains('[') && at(old, field).is_some() && at(old, field) == at(new, field)
+    };
+    let kept: Vec<FieldError> = errors
+        .into_iter()
+        .filter(|e| {
+            if e.field == "<nil>" {
+                return true;
+            }
+            if e.reason == "FieldValueRequired" {
+                let parent = e.field.rsplit_once('.').map_or("", |(p, _)| p);
+                return parent.is_empty() || !unchanged(parent);
+            }
+            !unchanged(&e.field)
+        })
+        .collect();
+    if kept.iter().all(|e| e.field == "<nil>") {
+        return Vec::new();
+    }
+    kept
+}

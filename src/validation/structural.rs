@@ -1,0 +1,161 @@
+//! A custom resource's structural schema (`openAPIV3Schema` of a CRD version, or the schema a
+//! cluster publishes at `/openapi/v3`) read for validation: the value constraints the
+//! apiserver checks on the object it is about to store.
+
+use crate::value::{Map, Value};
+use regex::Regex;
+use std::sync::Arc;
+
+/// One node of a structural schema.
+#[derive(Clone, Debug, Default)]
+pub struct Structural {
+    /// `object`, `array`, `string`, `integer`, `number`, `boolean` (`None`: any).
+    pub ty: Option<String>,
+    pub nullable: bool,
+    pub int_or_string: bool,
+    pub preserve_unknown: bool,
+    pub properties: Vec<(String, Structural)>,
+    pub additional: Option<Box<Structural>>,
+    pub items: Option<Box<Structural>>,
+    pub required: Vec<String>,
+    pub enumeration: Option<Vec<Value>>,
+    pub minimum: Option<f64>,
+    pub maximum: Option<f64>,
+    pub exclusive_minimum: bool,
+    pub exclusive_maximum: bool,
+    pub multiple_of: Option<f64>,
+    pub min_length: Option<i64>,
+    pub max_length: Option<i64>,
+    /// The pattern as written, and compiled (`None` when Rust's regex cannot take it).
+    pub pattern: Option<(String, Option<Arc<Regex>>)>,
+    pub min_items: Option<i64>,
+    pub max_items: Option<i64>,
+    pub min_properties: Option<i64>,
+    pub max_properties: Option<i64>,
+    pub format: Option<String>,
+    /// `x-kubernetes-validations` rules at this node (CEL; not evaluated by fieldguard).
+    pub rules: usize,
+    /// Constraints under `allOf`/`anyOf`/`oneOf`/`not` (not evaluated by fieldguard).
+    pub junctors: bool,
+}
+
+impl Structural {
+    /// Reads a schema node. `components` resolves `$ref`s (`#/components/schemas/NAME`) of a
+    /// published document; a reference to ObjectMeta (validated by the apiserver's Go code,
+    /// not by the schema) and unresolvable ones read as "anything".
+    pub fn from_value(v: &Value, components: Option<&Map>) -> Structural {
+        Self::read(v, components, 0)
+    }
+
+    fn read(v: &Value, components: Option<&Map>, depth: usize) -> Structural {
+        let Some(m) = v.as_map() else {
+            return Structural::default();
+        };
+        if depth > 64 {
+            return Structural::default();
+        }
+        if let Some(r) = m.get("$ref").and_then(Value::as_str) {
+            let name = r.trim_start_matches("#/components/schemas/");
+            if name == crate::typed::OBJECT_META {
+                return Structural::default();
+            }
+            return match components.and_then(|c| c.get(name)) {
+                Some(t) => Self::read(t, components, depth + 1),
+                None => Structural::default(),
+            };
+        }
+        // A published document wraps referenced types in `allOf: [{$ref}]`.
+        if let Some(Value::List(all)) = m.get("allOf")
+            && all.len() == 1
+            && all[0].as_map().is_some_and(|a| a.contains_key("$ref"))
+        {
+            let mut s = Self::read(&all[0], components, depth + 1);
+            s.nullable |= m.get("nullable") == Some(&Value::Bool(true));
+            return s;
+        }
+        let int = |k: &str| match m.get(k) {
+            Some(Value::Int(i)) => Some(*i),
+            Some(Value::Float(f)) if f.fract() == 0.0 => Some(*f as i64),
+            _ => None,
+        };
+        let num = |k: &str| match m.get(k) {
+            Some(Value::Int(i)) => Some(*i as f64),
+            Some(Value::Float(f)) => Some(*f),
+            _ => None,
+        };
+        let flag = |k: &str| m.get(k) == Some(&Value::Bool(true));
+        let string = |k: &str| m.get(k).and_then(Value::as_str).map(str::to_string);
+        let child = |k: &str| {
+            m.get(k)
+                .filter(|c| c.as_map().is_some())
+                .map(|c| Box::new(Self::read(c, components, depth + 1)))
+        };
+        Structural {
+            ty: string("type"),
+            nullable: flag("nullable"),
+            int_or_string: flag("x-kubernetes-int-or-string"),
+            preserve_unknown: flag("x-kubernetes-preserve-unknown-fields"),
+            properties: match m.get("properties") {
+                Some(Value::Map(p)) => p
+                    .iter()
+                    .map(|(k, c)| (k.to_string(), Self::read(c, components, depth + 1)))
+                    .collect(),
+                _ => Vec::new(),
+            },
+            additional: child("additionalProperties"),
+            items: child("items"),
+            required: match m.get("required") {
+                Some(Value::List(r)) => r
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect(),
+                _ => Vec::new(),
+            },
+            enumeration: match m.get("enum") {
+                Some(Value::List(e)) => Some(e.clone()),
+                _ => None,
+            },
+            minimum: num("minimum"),
+            maximum: num("maximum"),
+            exclusive_minimum: flag("exclusiveMinimum"),
+            exclusive_maximum: flag("exclusiveMaximum"),
+            multiple_of: num("multipleOf"),
+            min_length: int("minLength"),
+            max_length: int("maxLength"),
+            pattern: string("pattern").map(|p| {
+                let re = Regex::new(&p).ok().map(Arc::new);
+                (p, re)
+            }),
+            min_items: int("minItems"),
+            max_items: int("maxItems"),
+            min_properties: int("minProperties"),
+            max_properties: int("maxProperties"),
+            format: string("format"),
+            rules: match m.get("x-kubernetes-validations") {
+                Some(Value::List(r)) => r.len(),
+                _ => 0,
+            },
+            junctors: ["allOf", "anyOf", "oneOf", "not"]
+                .iter()
+                .any(|k| m.contains_key(k)),
+        }
+    }
+
+    /// The schema of a property.
+    pub fn property(&self, name: &str) -> Option<&Structural> {
+        self.properties
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, s)| s)
+            .or(self.additional.as_deref())
+    }
+
+    /// True when this node or one below it carries CEL rules.
+    pub fn has_rules(&self) -> bool {
+        self.rules > 0
+            || self.properties.iter().any(|(_, s)| s.has_rules())
+            || self.additional.as_ref().is_some_and(|s| s.has_rules())
+            || self.items.as_ref().is_some_and(|s| s.has_rules())
+    }
+}

@@ -1,0 +1,140 @@
+//! Cases whose expected messages are the real apiserver's answers (Kubernetes 1.36,
+//! `../shared/realapi`) to the same objects against `tests/data/realapi/probe-crd.json`; the
+//! real tier (`tests/real_validation.rs`) asks the server again on every run.
+
+use super::*;
+use crate::value::json::parse_str;
+
+fn schema() -> Structural {
+    let crd = parse_str(include_str!("../../tests/data/realapi/probe-crd.json")).unwrap();
+    let s = crd
+        .get_path(&["spec", "versions"])
+        .and_then(|v| v.as_list())
+        .unwrap()[0]
+        .get_path(&["schema", "openAPIV3Schema"])
+        .unwrap()
+        .clone();
+    Structural::from_value(&s, None)
+}
+
+fn causes(spec: &str) -> Vec<String> {
+    let obj = parse_str(&format!(
+        r#"{{"apiVersion":"p.test/v1","kind":"Probe","metadata":{{"name":"x"}},"spec":{spec}}}"#
+    ))
+    .unwrap();
+    let mut v: Vec<String> = validate(&obj, &schema())
+        .errors
+        .iter()
+        .map(|e| format!("{} | {} | {}", e.field, e.reason, e.message))
+        .collect();
+    v.sort();
+    v
+}
+
+fn sorted(v: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+    v.sort();
+    v
+}
+
+const NOT_CHECKED: &str = "<nil> | FieldValueInvalid | Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation";
+
+#[test]
+fn limits_enums_and_required_as_the_server_words_them() {
+    let got = causes(
+        r#"{"e":"c","ei":3,"n":11,"nx":10,"s":"ABCDEF","l":["a","b","c"],"m":{"a":"1","b":"2","c":"3"},"mo":7,"ios":1.5}"#,
+    );
+    let want = sorted(&[
+        "spec.l | FieldValueTooMany | Too many: 3: must have at most 2 items",
+        "spec.s | FieldValueTooLong | Too long: may not be more than 4 bytes",
+        "spec.ei | FieldValueNotSupported | Unsupported value: 3: supported values: \"1\", \"2\"",
+        "spec.m | FieldValueTooMany | Too many: 3: must have at most 2 items",
+        "spec.n | FieldValueInvalid | Invalid value: 11: spec.n in body should be less than or equal to 10",
+        "spec.mo | FieldValueInvalid | Invalid value: 7: spec.mo in body should be a multiple of 5",
+        "spec.ios | FieldValueTypeInvalid | Invalid value: \"number\": spec.ios in body must be of type integer,string: \"number\"",
+        "spec.e | FieldValueNotSupported | Unsupported value: \"c\": supported values: \"a\", \"b\"",
+        "spec.nx | FieldValueInvalid | Invalid value: 10: spec.nx in body should be less than 10",
+        "spec.must | FieldValueRequired | Required value",
+        NOT_CHECKED,
+    ]);
+    assert_eq!(got, want);
+}
+
+#[test]
+fn lower_limits() {
+    let got = causes(r#"{"must":"x","n":0,"nx":1,"s":"a","l":[],"m":{}}"#);
+    let want = sorted(&[
+        "spec.l | FieldValueInvalid | Invalid value: 0: spec.l in body should have at least 1 items",
+        "spec.s | FieldValueInvalid | Invalid value: \"a\": spec.s in body should be at least 2 chars long",
+        "spec.m | FieldValueInvalid | Invalid value: 0: spec.m in body should have at least 1 properties",
+        "spec.n | FieldValueInvalid | Invalid value: 0: spec.n in body should be greater than or equal to 1",
+        "spec.nx | FieldValueInvalid | Invalid value: 1: spec.nx in body should be greater than 1",
+        NOT_CHECKED,
+    ]);
+    assert_eq!(got, want);
+}
+
+#[test]
+fn nulls_fail_unless_nullable() {
+    let got = causes(r#"{"must":null,"e":null,"n":null,"nn":null}"#);
+    let want = sorted(&[
+        "spec.n | FieldValueTypeInvalid | Invalid value: \"null\": spec.n in body must be of type integer: \"null\"",
+        "spec.e | FieldValueTypeInvalid | Invalid value: \"null\": spec.e in body must be of type string: \"null\"",
+        "spec.e | FieldValueNotSupported | Unsupported value: null: supported values: \"a\", \"b\"",
+        "spec.must | FieldValueTypeInvalid | Invalid value: \"null\": spec.must in body must be of type string: \"null\"",
+        NOT_CHECKED,
+    ]);
+    assert_eq!(got, want);
+    let got = causes(r#"{"must":"x","ios":true}"#);
+    assert_eq!(
+        got,
+        sorted(&[
+            "spec.ios | FieldValueTypeInvalid | Invalid value: \"boolean\": spec.ios in body must be of type integer,string: \"boolean\"",
+            NOT_CHECKED,
+        ])
+    );
+}
+
+#[test]
+fn a_valid_object_reports_only_what_was_not_evaluated() {
+    let obj = parse_str(
+        r#"{"apiVersion":"p.test/v1","kind":"Probe","metadata":{"name":"x"},"spec":{"must":"x","f":"2026-01-01T00:00:00Z","cel":"ok"}}"#,
+    )
+    .unwrap();
+    let v = validate(&obj, &schema());
+    assert!(v.errors.is_empty(), "{:?}", v.errors);
+    assert!(
+        v.not_evaluated.iter().any(|n| n.contains("CEL")),
+        "{:?}",
+        v.not_evaluated
+    );
+    assert!(
+        v.not_evaluated
+            .iter()
+            .any(|n| n.contains("format date-time")),
+        "{:?}",
+        v.not_evaluated
+    );
+}
+
+#[test]
+fn the_message_is_the_servers() {
+    let e = |f: &str, m: &str| FieldError {
+        field: f.into(),
+        reason: "FieldValueTypeInvalid".into(),
+        message: m.into(),
+    };
+    let one = [e(
+        "spec.labels",
+        "Invalid value: \"null\": spec.labels in body must be of type object: \"null\"",
+    )];
+    assert_eq!(
+        invalid_message("Widget", "fieldguard.test", "w0", &one),
+        "Widget.fieldguard.test \"w0\" is invalid: spec.labels: Invalid value: \"null\": spec.labels in body must be of type object: \"null\""
+    );
+    let two = [one[0].clone(), e("spec.extra", "x")];
+    assert_eq!(
+        invalid_message("Widget", "fieldguard.test", "w0", &two),
+        "Widget.fieldguard.test \"w0\" is invalid: [spec.labels: Invalid value: \"null\": spec.labels in body must be of type object: \"null\", spec.extra: x]"
+    );
+}

@@ -1,0 +1,777 @@
+//! Differential testing against the real apiserver (`../shared/realapi`: Kubernetes 1.36's own
+//! handlers): random histories of writes to custom resources shaped like the built-in kinds'
+//! hard parts (`tests/data/realapi/widget-crd.yaml`). Before every server-side apply, fieldguard
+//! predicts it from what a user's `check` sees — the live object read from the server, the
+//! schema the server publishes at `/openapi/v3` — and the prediction is compared with what the
+//! server then does: refused or not (the 409 message word for word, the 422 of a merged object
+//! that fails the schema), the stored object, the managedFields (entries, their order,
+//! operation, apiVersion, subresource, fields; times only for presence), and whether it wrote
+//! at all (the resourceVersion).
+//!
+//! Between applies, other writers act as they do in clusters, through the server only (their
+//! effect is what the next prediction reads): Updates by JSON merge patch and JSON patch,
+//! writes through the `status` and `scale` subresources, deletions (the next apply recreates).
+//!
+//!   FIELDGUARD_REAL_STEPS   steps per run (default 2000)
+//!   FIELDGUARD_REAL_SEED    seed (default: from the clock, printed)
+
+mod support;
+
+use fieldguard::check::{self, Force, Options};
+use fieldguard::live::cluster::Api;
+use fieldguard::manifest::{self, Loaded};
+use fieldguard::predict::{Prediction, Verdict};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Map, Value, json};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+const GROUP_VERSION: &str = "fieldguard.test/v1";
+const NAMESPACE: &str = "default";
+const APPLIERS: [&str; 3] = ["alice", "bob", "carol"];
+
+fn steps() -> usize {
+    std::env::var("FIELDGUARD_REAL_STEPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2000)
+}
+
+fn seed() -> u64 {
+    std::env::var("FIELDGUARD_REAL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(1)
+        })
+}
+
+/// A write's answer: the stored object, or the apiserver's refusal.
+type Answer = Result<Value, Refusal>;
+
+/// A refusal: code, message, and the causes (field, reason, message), sorted.
+#[derive(Debug)]
+struct Refusal {
+    code: u16,
+    message: String,
+    causes: Vec<(String, String, String)>,
+}
+
+async fn write(api: &Api, method: http::Method, url: &str, ctype: &str, body: &Value) -> Answer {
+    match api
+        .write(method, url, ctype, body.to_string().into_bytes())
+        .await
+    {
+        Ok(text) => Ok(serde_json::from_str(&text).unwrap()),
+        Err(Ok(status)) => {
+            let mut causes: Vec<(String, String, String)> = status
+                .details
+                .map(|d| d.causes)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| (c.field, c.reason, c.message))
+                .collect();
+            causes.sort();
+            Err(Refusal {
+                code: status.code,
+                message: status.message,
+                causes,
+            })
+        }
+        Err(Err(e)) => panic!("transport: {e}"),
+    }
+}
+
+/// GETs JSON; `None` on 404.
+async fn get(api: &Api, path: &str) -> Option<Value> {
+    api.get_text(path, "application/json")
+        .await
+        .unwrap()
+        .map(|t| serde_json::from_str(&t).unwrap())
+}
+
+/// Creates (or replaces) a CRD on the server and waits until it is established and its schema
+/// is published at `/openapi/v3`.
+pub async fn install_crd(api: &Api, yaml: &str) {
+    let crd = to_json(&fieldguard::value::yaml::parse_one(yaml).unwrap());
+    let created = write(
+        api,
+        http::Method::POST,
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        "application/json",
+        &crd,
+    )
+    .await;
+    if let Err(r) = &created {
+        assert_eq!(r.code, 409, "creating the CRD: {r:?}");
+    }
+    let name = crd["metadata"]["name"].as_str().unwrap();
+    let gv = format!(
+        "apis/{}/{}",
+        crd["spec"]["group"].as_str().unwrap(),
+        crd["spec"]["versions"][0]["name"].as_str().unwrap()
+    );
+    let until = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let c = get(
+            api,
+            &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"),
+        )
+        .await
+        .unwrap_or_default();
+        let established = c["status"]["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Established" && c["status"] == "True")
+        });
+        let published = get(api, "/openapi/v3")
+            .await
+            .is_some_and(|i| i["paths"].get(&gv).is_some());
+        if established && published {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "CRD {name} not established and published"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A random pick from a small domain, so that managers meet on the same fields and values.
+fn pick<'a, T>(rng: &mut StdRng, xs: &'a [T]) -> &'a T {
+    &xs[rng.gen_range(0..xs.len())]
+}
+
+fn some(rng: &mut StdRng) -> bool {
+    rng.gen_bool(0.4)
+}
+
+fn string_map(rng: &mut StdRng, keys: &[&str]) -> Value {
+    let mut m = Map::new();
+    for k in keys {
+        if rng.gen_bool(0.5) {
+            m.insert(k.to_string(), json!(pick(rng, &["a", "b"])));
+        }
+    }
+    Value::Object(m)
+}
+
+fn subset(rng: &mut StdRng, xs: &[&str]) -> Vec<Value> {
+    xs.iter()
+        .filter(|_| rng.gen_bool(0.5))
+        .map(|x| json!(x))
+        .collect()
+}
+
+fn container(rng: &mut StdRng, name: &str) -> Value {
+    let mut c = Map::new();
+    c.insert("name".into(), json!(name));
+    if some(rng) {
+        c.insert("image".into(), json!(pick(rng, &["img:1", "img:2"])));
+    }
+    if some(rng) {
+        let mut env = Vec::new();
+        for n in ["A", "B"] {
+            if rng.gen_bool(0.5) {
+                env.push(if rng.gen_bool(0.7) {
+                    json!({"name": n, "value": pick(rng, &["1", "2"])})
+                } else {
+                    json!({"name": n})
+                });
+            }
+        }
+        c.insert("env".into(), Value::Array(env));
+    }
+    if some(rng) {
+        let mut ports = Vec::new();
+        for (p, proto) in [(80, "TCP"), (80, "UDP"), (443, "TCP")] {
+            if rng.gen_bool(0.5) {
+                let mut m = json!({"containerPort": p, "protocol": proto});
+                if rng.gen_bool(0.3) {
+                    m["name"] = json!(pick(rng, &["web", "alt"]));
+                }
+                ports.push(m);
+            }
+        }
+        c.insert("ports".into(), Value::Array(ports));
+    }
+    Value::Object(c)
+}
+
+/// A random manifest for `name`: every field present or not, values from small domains.
+fn manifest(rng: &mut StdRng, name: &str) -> Value {
+    let mut spec = Map::new();
+    if some(rng) {
+        spec.insert("replicas".into(), json!(rng.gen_range(1..4)));
+    }
+    if some(rng) {
+        spec.insert("paused".into(), json!(rng.gen_bool(0.5)));
+    }
+    if some(rng) {
+        spec.insert("note".into(), json!(pick(rng, &["x", "y"])));
+    }
+    if some(rng) {
+        spec.insert("labels".into(), string_map(rng, &["tier", "app", "team"]));
+    }
+    if some(rng) {
+        spec.insert("selector".into(), string_map(rng, &["app", "tier"]));
+    }
+    if some(rng) {
+        spec.insert("args".into(), Value::Array(subset(rng, &["x", "y", "z"])));
+    }
+    if some(rng) {
+        spec.insert(
+            "finalizers".into(),
+            Value::Array(subset(rng, &["f1", "f2", "f3"])),
+        );
+    }
+    if some(rng) {
+        let port = if rng.gen_bool(0.5) {
+            json!(pick(rng, &[80, 8080]))
+        } else {
+            json!("http")
+        };
+        spec.insert("port".into(), port);
+    }
+    if some(rng) {
+        let mut extra = string_map(rng, &["k1", "k2"]);
+        if rng.gen_bool(0.5) {
+            extra["nested"] = json!({"depth": rng.gen_range(1..3)});
+        }
+        spec.insert("extra".into(), extra);
+    }
+    if some(rng) {
+        spec.insert(
+            "template".into(),
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"labels": string_map(rng, &["app"])},
+                   "spec": {"restartPolicy": pick(rng, &["Always", "Never"])}}),
+        );
+    }
+    if some(rng) {
+        let mut cs = Vec::new();
+        for n in ["app", "sidecar", "log"] {
+            if rng.gen_bool(0.5) {
+                cs.push(container(rng, n));
+            }
+        }
+        spec.insert("containers".into(), Value::Array(cs));
+    }
+    let mut m = json!({"apiVersion": GROUP_VERSION, "kind": "Widget",
+                       "metadata": {"name": name, "namespace": NAMESPACE}});
+    if rng.gen_bool(0.2) {
+        m["metadata"]["labels"] = string_map(rng, &["team", "owner"]);
+    }
+    if !spec.is_empty() || rng.gen_bool(0.5) {
+        m["spec"] = Value::Object(spec);
+    }
+    m
+}
+
+fn object_url(name: &str) -> String {
+    format!("/apis/{GROUP_VERSION}/namespaces/{NAMESPACE}/widgets/{name}")
+}
+
+/// What fieldguard predicts for an apply of `manifest` by `manager`, from the live object
+/// (as a `check` against the cluster sees it) and the published schema.
+fn predict(
+    catalog: &mut fieldguard::catalog::Catalog,
+    live: Option<&Value>,
+    manifest: &Value,
+    manager: &str,
+    force: bool,
+    now: i64,
+) -> Prediction {
+    let mut loaded = Loaded::default();
+    manifest::parse_into(
+        &Arc::from("step.json"),
+        manifest.to_string().as_bytes(),
+        &mut loaded,
+    );
+    assert!(loaded.errors.is_empty(), "{:?}", loaded.errors);
+    let targets = check::resolve(loaded.documents, catalog, NAMESPACE).unwrap();
+    let opts = Options {
+        field_manager: manager.into(),
+        force: if force { Force::All } else { Force::None },
+        namespace: NAMESPACE.into(),
+        now,
+    };
+    let live = live.map(|l| {
+        let text = l.to_string();
+        fieldguard::value::json::parse_str(&text).unwrap()
+    });
+    check::predict_target(&targets[0], live.as_ref(), &opts).unwrap()
+}
+
+/// The time the server stamped on the applier's entry (Unix seconds).
+fn stamped(answer: &Answer, manager: &str) -> Option<i64> {
+    let entries = answer.as_ref().ok()?["metadata"]["managedFields"].as_array()?;
+    let e = entries
+        .iter()
+        .find(|e| e["manager"] == manager && e["operation"] == "Apply")?;
+    let t = e["time"].as_str()?;
+    time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
+        .ok()
+        .map(|t| t.unix_timestamp())
+}
+
+/// An object with the fields only the server sets taken out, for comparing contents.
+fn contents(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(m) = v["metadata"].as_object_mut() {
+        for k in [
+            "managedFields",
+            "resourceVersion",
+            "uid",
+            "creationTimestamp",
+            "generation",
+        ] {
+            m.remove(k);
+        }
+    }
+    v
+}
+
+/// managedFields without times, and whether each entry has one.
+fn entries(v: &Value) -> Vec<Value> {
+    v.as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|mut e| {
+            let has_time = e.get("time").is_some_and(|t| t.is_string());
+            if let Some(m) = e.as_object_mut() {
+                m.remove("time");
+                m.insert("hasTime".into(), json!(has_time));
+            }
+            e
+        })
+        .collect()
+}
+
+fn to_json(v: &fieldguard::value::Value) -> Value {
+    serde_json::from_str(&fieldguard::value::json::to_string(
+        v,
+        fieldguard::value::json::Style::PLAIN,
+    ))
+    .unwrap()
+}
+
+/// Compares a prediction with the server's answer; the disagreements, described.
+fn compare(p: &Prediction, before: Option<&Value>, answer: &Answer) -> Vec<String> {
+    let mut out = Vec::new();
+    match (&p.verdict, answer) {
+        (Verdict::Conflict, Err(r)) if r.code == 409 => {
+            let predicted = p.message.clone().unwrap_or_default();
+            if predicted != r.message {
+                out.push(format!(
+                    "409 message: predicted {predicted:?}, server {:?}",
+                    r.message
+                ));
+            }
+        }
+        (Verdict::Rejected, Err(r)) if r.code == 422 => {
+            // The server lists several errors in Go map order (it varies between requests):
+            // the causes are compared as a set, the message when there is one cause.
+            let mut predicted: Vec<(String, String, String)> = p
+                .rejections
+                .iter()
+                .map(|e| (e.field.clone(), e.reason.clone(), e.message.clone()))
+                .collect();
+            predicted.sort();
+            if predicted != r.causes {
+                out.push(format!(
+                    "422 causes: predicted {predicted:?}, server {:?}",
+                    r.causes
+                ));
+            } else if r.causes.len() == 1 && p.message.as_deref() != Some(r.message.as_str()) {
+                out.push(format!(
+                    "422 message: predicted {:?}, server {:?}",
+                    p.message, r.message
+                ));
+            }
+        }
+        (Verdict::Invalid, Err(r)) if r.code == 422 || r.code == 500 => {}
+        (v, Err(r)) => out.push(format!(
+            "verdict: predicted {v:?} ({:?}), server refused {}: {}",
+            p.error.as_ref().or(p.message.as_ref()),
+            r.code,
+            r.message
+        )),
+        (Verdict::Conflict | Verdict::Rejected | Verdict::Invalid, Ok(_)) => out.push(format!(
+            "verdict: predicted {:?} ({:?}), server accepted",
+            p.verdict,
+            p.message.as_ref().or(p.error.as_ref())
+        )),
+        (v, Ok(stored)) => {
+            let predicted_obj = p.object.as_ref().map(to_json).unwrap_or_default();
+            if contents(&predicted_obj) != contents(stored) {
+                out.push(format!(
+                    "object: predicted {}, server {}",
+                    contents(&predicted_obj),
+                    contents(stored)
+                ));
+            }
+            let predicted_mf = entries(&to_json(&fieldguard::managedfields::entries_to_value(
+                &p.managed_fields(),
+                |_| false,
+            )));
+            let stored_mf = entries(&stored["metadata"]["managedFields"]);
+            if predicted_mf != stored_mf {
+                out.push(format!(
+                    "managedFields: predicted {}, server {}",
+                    Value::Array(predicted_mf),
+                    Value::Array(stored_mf)
+                ));
+            }
+            let rv = |o: Option<&Value>| {
+                o.and_then(|o| o["metadata"]["resourceVersion"].as_str().map(String::from))
+            };
+            let wrote = rv(before) != rv(Some(stored));
+            let predicted_write = p.writes();
+            if wrote != predicted_write {
+                out.push(format!(
+                    "write: predicted {v:?} (writes: {predicted_write}), server {}",
+                    if wrote { "wrote" } else { "did not write" }
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// One write by someone other than the appliers (its answer is not compared: its effect is
+/// what the next prediction reads).
+async fn other_writer(api: &Api, rng: &mut StdRng, name: &str) -> String {
+    let url = object_url(name);
+    let merge = "application/merge-patch+json";
+    let (what, answer) = match rng.gen_range(0..6) {
+        0 => {
+            let body = json!({"spec": {"labels": {*pick(rng, &["tier", "app", "hotfix"]): pick(rng, &["a", "b", "c"])}}});
+            (
+                "merge patch of a label by editor",
+                write(
+                    api,
+                    http::Method::PATCH,
+                    &format!("{url}?fieldManager=editor"),
+                    merge,
+                    &body,
+                )
+                .await,
+            )
+        }
+        1 => {
+            let body =
+                json!({"spec": {"replicas": rng.gen_range(1..6), "note": pick(rng, &["x", "z"])}});
+            (
+                "merge patch of replicas and note by editor",
+                write(
+                    api,
+                    http::Method::PATCH,
+                    &format!("{url}?fieldManager=editor"),
+                    merge,
+                    &body,
+                )
+                .await,
+            )
+        }
+        2 => {
+            let body = json!([{"op": "add", "path": "/spec/paused", "value": rng.gen_bool(0.5)}]);
+            (
+                "JSON patch of paused by kubectl-edit",
+                write(
+                    api,
+                    http::Method::PATCH,
+                    &format!("{url}?fieldManager=kubectl-edit"),
+                    "application/json-patch+json",
+                    &body,
+                )
+                .await,
+            )
+        }
+        3 => {
+            let body = json!({"status": {"phase": pick(rng, &["Ready", "Pending"]), "replicas": rng.gen_range(0..4)}});
+            (
+                "status write by controller",
+                write(
+                    api,
+                    http::Method::PATCH,
+                    &format!("{url}/status?fieldManager=controller"),
+                    merge,
+                    &body,
+                )
+                .await,
+            )
+        }
+        4 => {
+            let body = json!({"spec": {"replicas": rng.gen_range(1..6)}});
+            (
+                "scale write by autoscaler",
+                write(
+                    api,
+                    http::Method::PATCH,
+                    &format!("{url}/scale?fieldManager=autoscaler"),
+                    merge,
+                    &body,
+                )
+                .await,
+            )
+        }
+        _ => (
+            "delete",
+            write(
+                api,
+                http::Method::DELETE,
+                &url,
+                "application/json",
+                &json!({}),
+            )
+            .await,
+        ),
+    };
+    match answer {
+        Ok(_) => what.to_string(),
+        Err(r) => format!("{what}: refused {} ({})", r.code, r.message),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn predictions_equal_what_the_real_apiserver_does() {
+    let Some(server) = support::realapi::shared_server() else {
+        return;
+    };
+    let api = server.api().await;
+    install_crd(
+        &api,
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/data/realapi/widget-crd.yaml"),
+        )
+        .unwrap(),
+    )
+    .await;
+    let mut catalog = api
+        .catalog_for(&BTreeSet::from([GROUP_VERSION.to_string()]))
+        .await
+        .unwrap();
+    let seed = seed();
+    let n = steps();
+    println!("real apiserver differential: {n} steps, seed {seed} (FIELDGUARD_REAL_SEED={seed})");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let names = ["w0", "w1", "w2"];
+    let mut history: Vec<String> = Vec::new();
+    let mut disagreements = Vec::new();
+    let mut counts = std::collections::BTreeMap::<String, usize>::new();
+    for step in 0..n {
+        let name = *pick(&mut rng, &names);
+        if rng.gen_bool(0.25) {
+            let what = other_writer(&api, &mut rng, name).await;
+            history.push(format!("{step}: {name}: {what}"));
+            continue;
+        }
+        let manager = *pick(&mut rng, &APPLIERS);
+        let force = rng.gen_bool(0.3);
+        let m = manifest(&mut rng, name);
+        let live = get(&api, &object_url(name)).await;
+        let before = time::OffsetDateTime::now_utc().unix_timestamp();
+        let mut p = predict(&mut catalog, live.as_ref(), &m, manager, force, before);
+        let url = format!(
+            "{}?fieldManager={manager}{}",
+            object_url(name),
+            if force { "&force=true" } else { "" }
+        );
+        let answer = write(
+            &api,
+            http::Method::PATCH,
+            &url,
+            "application/apply-patch+yaml",
+            &m,
+        )
+        .await;
+        // The clock is an input, not a prediction: entries are sorted by their time in
+        // seconds, so when the server's second differs from the one predicted with, predict
+        // again (from the same live object) with the server's.
+        if let Some(t) = stamped(&answer, manager)
+            && t != before
+        {
+            p = predict(&mut catalog, live.as_ref(), &m, manager, force, t);
+        }
+        let outcome = match &answer {
+            Ok(_) => format!("{:?}", p.verdict),
+            Err(r) => format!("refused {}", r.code),
+        };
+        *counts.entry(outcome).or_default() += 1;
+        let found = compare(&p, live.as_ref(), &answer);
+        history.push(format!(
+            "{step}: {name}: apply by {manager}{}: {m}",
+            if force { " (forced)" } else { "" }
+        ));
+        if !found.is_empty() {
+            disagreements.push(format!(
+                "step {step} ({name}, {manager}, force {force})\n  manifest {m}\n  live {}\n  {}",
+                live.map(|l| l.to_string()).unwrap_or_else(|| "none".into()),
+                found.join("\n  ")
+            ));
+            if disagreements.len() >= 5 {
+                break;
+            }
+        }
+    }
+    println!("real apiserver differential: outcomes {counts:?}");
+    assert!(
+        disagreements.is_empty(),
+        "{} disagreement(s) with the real apiserver (seed {seed}):\n{}\nlast steps:\n{}",
+        disagreements.len(),
+        disagreements.join("\n"),
+        history[history.len().saturating_sub(15)..].join("\n")
+    );
+    // Every kind of outcome was exercised.
+    let count = |k: &str| counts.get(k).copied().unwrap_or(0);
+    for want in ["Created", "Configured", "refused 409", "refused 422"] {
+        assert!(count(want) > 0 || n < 500, "no {want} among {counts:?}");
+    }
+    // Applies that change no contents are rare at random (one in several hundred): the
+    // scenario test below covers them deterministically.
+}
+
+/// The two divergences found when fieldguard first met the real apiserver, as scenarios: a
+/// merge that empties a non-nullable map is refused with 422 (predicted `rejected`, the
+/// server's message word for word), and a manager that claims no new value still gets an
+/// entry, so the server writes (predicted `ownership-only`, the resourceVersion moves).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn emptied_maps_are_rejected_and_ownership_only_applies_are_writes() {
+    let Some(server) = support::realapi::shared_server() else {
+        return;
+    };
+    let api = server.api().await;
+    install_crd(
+        &api,
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/data/realapi/widget-crd.yaml"),
+        )
+        .unwrap(),
+    )
+    .await;
+    let mut catalog = api
+        .catalog_for(&BTreeSet::from([GROUP_VERSION.to_string()]))
+        .await
+        .unwrap();
+    let name = "scenario";
+    let url = object_url(name);
+    let _ = write(
+        &api,
+        http::Method::DELETE,
+        &url,
+        "application/json",
+        &json!({}),
+    )
+    .await;
+    let apply = |manager: &str| format!("{url}?fieldManager={manager}");
+    let ctype = "application/apply-patch+yaml";
+    // kubectl-edit (a merge patch) creates the empty map and owns it (`f:labels: {}`); ops
+    // then owns spec.labels.tier.
+    let ops = |labels: bool| {
+        let mut m = json!({"apiVersion": GROUP_VERSION, "kind": "Widget",
+                           "metadata": {"name": name, "namespace": NAMESPACE},
+                           "spec": {"note": "x"}});
+        if labels {
+            m["spec"]["labels"] = json!({"tier": "b"});
+        }
+        m
+    };
+    write(&api, http::Method::PATCH, &apply("ops"), ctype, &ops(false))
+        .await
+        .unwrap();
+    write(
+        &api,
+        http::Method::PATCH,
+        &format!("{url}?fieldManager=kubectl-edit"),
+        "application/merge-patch+json",
+        &json!({"spec": {"labels": {}}}),
+    )
+    .await
+    .unwrap();
+    write(&api, http::Method::PATCH, &apply("ops"), ctype, &ops(true))
+        .await
+        .unwrap();
+    let now = || time::OffsetDateTime::now_utc().unix_timestamp();
+
+    // ops drops `labels`: tier goes, the emptied map becomes null, and the schema refuses it.
+    let without = ops(false);
+    let live = get(&api, &url).await;
+    let p = predict(&mut catalog, live.as_ref(), &without, "ops", false, now());
+    let answer = write(&api, http::Method::PATCH, &apply("ops"), ctype, &without).await;
+    assert_eq!(p.verdict, Verdict::Rejected, "{p:?}");
+    let refusal = answer.unwrap_err();
+    assert_eq!(refusal.code, 422);
+    assert_eq!(p.message.as_deref(), Some(refusal.message.as_str()));
+    assert_eq!(
+        p.message.as_deref(),
+        Some(
+            "Widget.fieldguard.test \"scenario\" is invalid: spec.labels: Invalid value: \"null\": spec.labels in body must be of type object: \"null\""
+        )
+    );
+
+    // A manager with no entry applies a manifest that sets nothing new: only its entry is
+    // added, and the server writes.
+    let live = get(&api, &url).await;
+    let p = predict(
+        &mut catalog,
+        live.as_ref(),
+        &without,
+        "newcomer",
+        false,
+        now(),
+    );
+    assert_eq!(p.verdict, Verdict::OwnershipOnly, "{p:?}");
+    let stored = write(
+        &api,
+        http::Method::PATCH,
+        &apply("newcomer"),
+        ctype,
+        &without,
+    )
+    .await
+    .unwrap();
+    let live = live.unwrap();
+    assert_ne!(
+        live["metadata"]["resourceVersion"], stored["metadata"]["resourceVersion"],
+        "the server wrote"
+    );
+    assert_eq!(
+        contents(&live),
+        contents(&stored),
+        "and changed no contents"
+    );
+    assert!(compare(&p, Some(&live), &Ok(stored.clone())).is_empty());
+
+    // Applied again: nothing at all changes, no write.
+    let p = predict(
+        &mut catalog,
+        Some(&stored),
+        &without,
+        "newcomer",
+        false,
+        now(),
+    );
+    assert_eq!(p.verdict, Verdict::Unchanged, "{p:?}");
+    let again = write(
+        &api,
+        http::Method::PATCH,
+        &apply("newcomer"),
+        ctype,
+        &without,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        stored["metadata"]["resourceVersion"],
+        again["metadata"]["resourceVersion"]
+    );
+}
