@@ -17,6 +17,8 @@
 
 mod support;
 
+use support::realapi::{Answer, get, install_crd, write};
+
 use fieldguard::check::{self, Force, Options};
 use fieldguard::live::cluster::Api;
 use fieldguard::manifest::{self, Loaded};
@@ -26,7 +28,6 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
 
 const GROUP_VERSION: &str = "fieldguard.test/v1";
 const NAMESPACE: &str = "default";
@@ -49,97 +50,6 @@ fn seed() -> u64 {
                 .map(|d| d.as_secs())
                 .unwrap_or(1)
         })
-}
-
-/// A write's answer: the stored object, or the apiserver's refusal.
-type Answer = Result<Value, Refusal>;
-
-/// A refusal: code, message, and the causes (field, reason, message), sorted.
-#[derive(Debug)]
-struct Refusal {
-    code: u16,
-    message: String,
-    causes: Vec<(String, String, String)>,
-}
-
-async fn write(api: &Api, method: http::Method, url: &str, ctype: &str, body: &Value) -> Answer {
-    match api
-        .write(method, url, ctype, body.to_string().into_bytes())
-        .await
-    {
-        Ok(text) => Ok(serde_json::from_str(&text).unwrap()),
-        Err(Ok(status)) => {
-            let mut causes: Vec<(String, String, String)> = status
-                .details
-                .map(|d| d.causes)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|c| (c.field, c.reason, c.message))
-                .collect();
-            causes.sort();
-            Err(Refusal {
-                code: status.code,
-                message: status.message,
-                causes,
-            })
-        }
-        Err(Err(e)) => panic!("transport: {e}"),
-    }
-}
-
-/// GETs JSON; `None` on 404.
-async fn get(api: &Api, path: &str) -> Option<Value> {
-    api.get_text(path, "application/json")
-        .await
-        .unwrap()
-        .map(|t| serde_json::from_str(&t).unwrap())
-}
-
-/// Creates (or replaces) a CRD on the server and waits until it is established and its schema
-/// is published at `/openapi/v3`.
-pub async fn install_crd(api: &Api, yaml: &str) {
-    let crd = to_json(&fieldguard::value::yaml::parse_one(yaml).unwrap());
-    let created = write(
-        api,
-        http::Method::POST,
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        "application/json",
-        &crd,
-    )
-    .await;
-    if let Err(r) = &created {
-        assert_eq!(r.code, 409, "creating the CRD: {r:?}");
-    }
-    let name = crd["metadata"]["name"].as_str().unwrap();
-    let gv = format!(
-        "apis/{}/{}",
-        crd["spec"]["group"].as_str().unwrap(),
-        crd["spec"]["versions"][0]["name"].as_str().unwrap()
-    );
-    let until = std::time::Instant::now() + Duration::from_secs(120);
-    loop {
-        let c = get(
-            api,
-            &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"),
-        )
-        .await
-        .unwrap_or_default();
-        let established = c["status"]["conditions"].as_array().is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["type"] == "Established" && c["status"] == "True")
-        });
-        let published = get(api, "/openapi/v3")
-            .await
-            .is_some_and(|i| i["paths"].get(&gv).is_some());
-        if established && published {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < until,
-            "CRD {name} not established and published"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// A random pick from a small domain, so that managers meet on the same fields and values.

@@ -2,6 +2,12 @@
 //! each method, HIP-0023's `auto`, selective force, `--expect-unchanged` losing a race, CSA→SSA
 //! migration after which a removed field is really removed, deletion of dropped objects,
 //! all-or-nothing validation, adoption, CRDs first, create-only fields, waiting.
+//!
+//! **Protocol only.** Release records are Secrets, which the real apiserver
+//! (`../shared/realapi`) does not serve, so these runs stay on the fake — and the fake computes
+//! server-side applies and patches with fieldguard's own engine. What these tests prove is the
+//! run's order, requests, records and refusals; the outcome of an apply is judged against the
+//! real server (`tests/apply.rs`, `tests/real_differential.rs`).
 
 mod support;
 
@@ -128,6 +134,7 @@ metadata: {name: settings, namespace: shop}
 data: {mode: green}
 ";
 
+/// Protocol only: the fake apiserver merges with fieldguard's own engine.
 #[test]
 fn server_side_install_upgrade_rollback() {
     let server = support::empty_example_cluster();
@@ -209,6 +216,7 @@ fn helm3_release(server: &FakeApiServer) {
         "data": {"release": b64.encode(inner.as_bytes())}}));
 }
 
+/// Protocol only: the fake apiserver merges with fieldguard's own engine.
 #[test]
 fn client_side_upgrade_of_a_helm3_release_follows_auto() {
     let server = support::empty_example_cluster();
@@ -261,6 +269,7 @@ fn client_side_upgrade_of_a_helm3_release_follows_auto() {
     );
 }
 
+/// Protocol only: the fake apiserver merges with fieldguard's own engine.
 #[test]
 fn forcing_a_client_side_run_is_refused_before_anything_is_sent() {
     let server = support::empty_example_cluster();
@@ -276,6 +285,7 @@ fn forcing_a_client_side_run_is_refused_before_anything_is_sent() {
     assert_eq!(writes(&server).len(), before);
 }
 
+/// Protocol only: the fake apiserver merges with fieldguard's own engine.
 #[test]
 fn switching_to_server_side_migrates_ownership_so_removals_remove() {
     let server = support::empty_example_cluster();
@@ -344,6 +354,7 @@ fn edit_replicas_by_hand(server: &FakeApiServer) {
     });
 }
 
+/// Protocol only: the fake apiserver merges with fieldguard's own engine.
 #[test]
 fn selective_force_takes_over_only_allowed_managers() {
     let server = support::empty_example_cluster();
@@ -374,6 +385,7 @@ fn selective_force_takes_over_only_allowed_managers() {
     assert_eq!(d["spec"]["replicas"], 3);
 }
 
+/// Protocol only: the fake apiserver merges with fieldguard's own engine.
 #[test]
 fn expect_unchanged_loses_a_race_cleanly() {
     let server = support::empty_example_cluster();
@@ -401,6 +413,7 @@ fn expect_unchanged_loses_a_race_cleanly() {
     assert_eq!(record(&server, 2).status, "failed");
 }
 
+/// Protocol only: the fake apiserver merges with fieldguard's own engine.
 #[test]
 fn invalid_manifest_writes_nothing() {
     let server = support::empty_example_cluster();
@@ -420,6 +433,7 @@ fn invalid_manifest_writes_nothing() {
     assert!(writes(&server).is_empty(), "{:?}", writes(&server));
 }
 
+/// Protocol only: the fake apiserver merges with fieldguard's own engine.
 #[test]
 fn adoption_needs_consent_and_other_releases_are_never_taken() {
     let server = support::empty_example_cluster();
@@ -473,6 +487,7 @@ metadata: {name: w1, namespace: shop}
 spec: {size: 3}
 ";
 
+/// Protocol only: the fake apiserver merges with fieldguard's own engine.
 #[test]
 fn crds_first_then_their_objects() {
     let server = support::empty_example_cluster();
@@ -493,6 +508,7 @@ fn crds_first_then_their_objects() {
     assert_eq!(object(&server, "widgets", "w1").unwrap()["spec"]["size"], 3);
 }
 
+/// Protocol only: the fake apiserver merges with fieldguard's own engine.
 #[test]
 fn create_only_fields_are_left_to_the_autoscaler() {
     let server = support::empty_example_cluster();
@@ -512,6 +528,7 @@ fn create_only_fields_are_left_to_the_autoscaler() {
     );
 }
 
+/// Protocol only: the fake apiserver merges with fieldguard's own engine.
 #[test]
 fn wait_tracks_rollouts_and_reports_failures() {
     let server = support::empty_example_cluster();
@@ -573,6 +590,7 @@ fn wait_tracks_rollouts_and_reports_failures() {
     assert_eq!(out.exit_code(), 4);
 }
 
+/// Protocol only: the fake apiserver merges with fieldguard's own engine.
 #[test]
 fn plan_stops_before_writing() {
     let server = support::empty_example_cluster();
@@ -601,6 +619,7 @@ fn cli(server: &FakeApiServer, dir: &std::path::Path, args: &[&str]) -> (i32, St
     )
 }
 
+/// Protocol only: the fake apiserver merges with fieldguard's own engine.
 #[test]
 fn command_line_plan_apply_and_refusal() {
     let server = support::empty_example_cluster();
@@ -645,6 +664,7 @@ fn command_line_plan_apply_and_refusal() {
 
 /// Against a real cluster when `KUBECONFIG` is set (skipped otherwise): a server dry run of a
 /// one-object release — predicted, sent with dryRun=All, nothing stored, nothing recorded.
+/// Protocol only: the fake apiserver merges with fieldguard's own engine.
 #[test]
 fn real_cluster_tier_dry_run() {
     let Some(kc) = std::env::var_os("KUBECONFIG") else {

@@ -2,6 +2,10 @@
 //! annotation — fed through every path (check in every format, blame, managers, apply in text
 //! and JSON with debug logs, invalid input, and the service's predictions, ownership queries,
 //! applies and audit log) never appear in any output, log line or error.
+//!
+//! Secrets are a core kind the real apiserver does not serve, so the applies here run against
+//! the fake, which merges with fieldguard's own engine: protocol only (what is printed and
+//! logged), never the outcome of an apply.
 
 mod support;
 

@@ -635,6 +635,8 @@ async fn predictions_over_watched_clusters_equal_the_snapshot_and_span_clusters(
     fresh_cache.stop();
 }
 
+/// Protocol only: the fake apiserver merges with fieldguard's own engine (release records are
+/// Secrets, which the real apiserver does not serve).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn releases_apply_streams_progress_then_the_result() {
     use pb::releases_client::ReleasesClient;

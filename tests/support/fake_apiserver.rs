@@ -2,6 +2,14 @@
 //! `/version`, `/openapi/v3` (index and per-group-version documents, CRDs' built the way
 //! kube-apiserver publishes them), GET of objects with `Status` bodies for 404s, and lists.
 //! Every request is recorded so tests can assert what was (not) sent.
+//!
+//! **It proves protocols, never outcomes.** Where it answers server-side applies and patches,
+//! it computes them with fieldguard's own engine and patch code, so a wrong merge would be
+//! wrong on both sides. It is kept for what the real apiserver (`../shared/realapi`, see
+//! `support::realapi`) cannot do: core kinds (Secrets for release records, ConfigMaps,
+//! Deployments), TokenReview and SubjectAccessReview, and faults injected at will (dropped
+//! watches, 410s, outages, held requests). Every outcome claim is judged against the real
+//! server: `tests/real_differential.rs`, `tests/apply.rs`.
 
 #![allow(dead_code)]
 
@@ -769,8 +777,9 @@ fn watch(
         .unwrap()
 }
 
-/// Server-side apply, with fieldguard's engine doing the merge (the fake tests the protocol
-/// around it: query parameters, preconditions, Status bodies, dry runs).
+/// Server-side apply, with fieldguard's engine doing the merge: this proves the protocol
+/// around it only (query parameters, preconditions, Status bodies, dry runs), never the
+/// outcome — the real apiserver judges that (`tests/real_differential.rs`).
 fn apply_patch(
     s: &mut State,
     path: &str,
