@@ -79,6 +79,9 @@ pub struct TypeInfo {
     /// The structural schema the apiserver validates stored objects with (custom resources
     /// only: built-in kinds are validated by Go code, not by their published schema).
     pub validation: Option<Arc<Structural>>,
+    /// True for custom resources (a CRD, or a served type the built-in bundle does not
+    /// define): stored unstructured, compared strictly by the apiserver.
+    pub custom_resource: bool,
 }
 
 /// A type with no schema anywhere.
@@ -167,11 +170,6 @@ impl Catalog {
         self.validations.insert(gvk, s);
     }
 
-    /// True when the built-in bundle defines this type.
-    pub fn is_builtin(&self, gvk: &Gvk) -> bool {
-        self.builtin.type_for(gvk).is_some()
-    }
-
     /// Records what a cluster's discovery says about a type.
     pub fn add_discovered(&mut self, gvk: Gvk, d: Discovered) {
         self.discovered.insert(gvk, d);
@@ -204,7 +202,9 @@ impl Catalog {
                 Some(_) => c.schema.clone(),
                 None => Arc::new(Schema::deduced()),
             };
-            return Ok(self.info(gvk, schema, tr, c.version.namespaced, c.version.has_status));
+            let mut info = self.info(gvk, schema, tr, c.version.namespaced, c.version.has_status);
+            info.custom_resource = true;
+            return Ok(info);
         }
         for s in self.served.iter().chain(std::iter::once(&self.builtin)) {
             if let Some(name) = s.type_for(&gvk) {
@@ -217,7 +217,9 @@ impl Catalog {
                     Some(d) => d.namespaced,
                     None => !is_cluster_scoped(&gvk.group, kind),
                 };
-                return Ok(self.info(gvk.clone(), s.clone(), tr, namespaced, has_status));
+                let mut info = self.info(gvk.clone(), s.clone(), tr, namespaced, has_status);
+                info.custom_resource = self.builtin.type_for(&gvk).is_none();
+                return Ok(info);
             }
         }
         Err(unknown())
@@ -244,6 +246,7 @@ impl Catalog {
             namespaced,
             reset_fields: Arc::new(reset),
             validation: self.validations.get(&gvk).cloned(),
+            custom_resource: false,
             gvk,
         }
     }

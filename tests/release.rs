@@ -664,7 +664,6 @@ fn command_line_plan_apply_and_refusal() {
 
 /// Against a real cluster when `KUBECONFIG` is set (skipped otherwise): a server dry run of a
 /// one-object release — predicted, sent with dryRun=All, nothing stored, nothing recorded.
-/// Protocol only: the fake apiserver merges with fieldguard's own engine.
 #[test]
 fn real_cluster_tier_dry_run() {
     let Some(kc) = std::env::var_os("KUBECONFIG") else {

@@ -71,6 +71,8 @@ pub enum Result_ {
     #[serde(rename = "ownership-only")]
     OwnershipOnly,
     Conflicted,
+    /// Refused with 422: the stored object would fail its schema.
+    Rejected,
     Failed,
     Deleted,
     /// Left in place although dropped from the release (`helm.sh/resource-policy: keep`).
@@ -87,6 +89,7 @@ impl Result_ {
             Result_::Unchanged => "unchanged",
             Result_::OwnershipOnly => "ownership-only",
             Result_::Conflicted => "conflicted",
+            Result_::Rejected => "rejected",
             Result_::Failed => "failed",
             Result_::Deleted => "deleted",
             Result_::Kept => "kept",
@@ -154,7 +157,10 @@ impl Outcome {
     pub fn exit_code(&self) -> u8 {
         if self.objects.iter().any(|o| o.result == Result_::Failed) {
             4
-        } else if self.objects.iter().any(|o| o.result == Result_::Conflicted)
+        } else if self
+            .objects
+            .iter()
+            .any(|o| matches!(o.result, Result_::Conflicted | Result_::Rejected))
             || (self.status == "planned" && self.prediction.exit_code() == 1)
         {
             1
@@ -556,7 +562,12 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
     if method == Method::Ssa && outcome.prediction.exit_code() == 1 {
         for o in &outcome.prediction.objects {
             if matches!(o.verdict, Verdict::Conflict | Verdict::Rejected) {
-                let mut x = ObjectOutcome::new(o.object_ref.to_string(), Result_::Conflicted);
+                let result = if o.verdict == Verdict::Rejected {
+                    Result_::Rejected
+                } else {
+                    Result_::Conflicted
+                };
+                let mut x = ObjectOutcome::new(o.object_ref.to_string(), result);
                 x.message = o.message.clone();
                 outcome.objects.push(x);
             }

@@ -391,13 +391,42 @@ pub fn predict_target(
         now: opts.now,
     };
     let mut p = predict::predict(&req);
+    // kube-apiserver's IgnoreManagedFieldsTimestampsTransformer: when an update changes
+    // nothing but the times in managedFields, the old times are kept and nothing is written.
+    // Built-in kinds are compared typed (an empty map equals none), so an apply whose only
+    // change the stored form undoes (`labels: {}`) writes nothing; custom resources are
+    // compared as stored JSON, where the new time stands.
+    if !t.info.custom_resource
+        && p.verdict == Verdict::OwnershipOnly
+        && let Some(l) = &prepared
+    {
+        let untimed = |mut es: Vec<crate::managedfields::ManagedFieldsEntry>| {
+            es.iter_mut().for_each(|e| e.time = None);
+            es.sort_by(|a, b| {
+                (&a.manager, &a.operation, &a.api_version, &a.subresource).cmp(&(
+                    &b.manager,
+                    &b.operation,
+                    &b.api_version,
+                    &b.subresource,
+                ))
+            });
+            es
+        };
+        if untimed(crate::managedfields::encode(l.managed())) == untimed(p.managed_fields()) {
+            p.verdict = Verdict::Unchanged;
+            p.ownership_changed = false;
+            p.managed = l.managed().clone();
+        }
+    }
     if let (Some(schema), Some(stored)) = (&t.info.validation, &p.object) {
         let v = crate::validation::validate(stored, schema);
         let errors = match live {
             Some(old) => crate::validation::ratchet(v.errors, old, stored),
             None => v.errors,
         };
+        let (errors, cel) = crate::validation::settle(errors, v.cel_rules);
         p.not_evaluated = v.not_evaluated;
+        p.not_evaluated.extend(cel);
         if !errors.is_empty() {
             p.reject(t.doc.kind(), &t.info.gvk.group, &t.object_ref.name, &errors);
         }

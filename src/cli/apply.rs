@@ -232,7 +232,7 @@ fn summary(o: &Outcome) -> String {
         ));
     }
     for x in &o.objects {
-        s.push_str(&format!("  {:<11} {}", x.result.as_str(), x.object));
+        s.push_str(&format!("  {:<14} {}", x.result.as_str(), x.object));
         if !x.forced_from.is_empty() {
             s.push_str(&format!(
                 " (fields taken from {})",

@@ -8,8 +8,9 @@
 //! `minimum`/`maximum` (exclusive too), `multipleOf`, `minLength`/`maxLength`/`pattern`,
 //! `minItems`/`maxItems`, `minProperties`/`maxProperties`. Not evaluated (reported as such):
 //! `format`, `allOf`/`anyOf`/`oneOf`/`not`, and `x-kubernetes-validations` (CEL) rules — but
-//! when the schema has rules and other checks fail, the server's notice that rules were not
-//! checked is reproduced. The messages are the server's, word for word; the order of several
+//! when the schema has rules and a *blocking* check fails (wrong type, required, enum, too
+//! long, too many: `hasBlockingErr` in apiextensions-apiserver's `customresource/strategy.go`),
+//! the server skips the rules and says so, and that notice is reproduced. The messages are the server's, word for word; the order of several
 //! errors is not (the server's comes from Go map iteration and varies between requests), so
 //! fieldguard lists them in field order.
 
@@ -44,6 +45,8 @@ pub struct Validation {
     pub errors: Vec<FieldError>,
     /// Constraints present in the schema that fieldguard did not evaluate.
     pub not_evaluated: Vec<String>,
+    /// `x-kubernetes-validations` rules in the schema (see [`settle`]).
+    pub cel_rules: usize,
 }
 
 /// Validates `obj` (a whole custom resource) against its version's structural schema.
@@ -51,6 +54,9 @@ pub fn validate(obj: &Value, schema: &Structural) -> Validation {
     let mut v = Validation::default();
     let mut w = Walk { out: &mut v };
     if let Value::Map(m) = obj {
+        // The root's own constraints, then its fields (ObjectMeta and TypeMeta are validated
+        // by Go code, not by the schema).
+        w.object_limits(m, schema, "");
         for (k, child) in m.iter() {
             if k == "metadata" || k == "apiVersion" || k == "kind" {
                 continue;
@@ -60,21 +66,43 @@ pub fn validate(obj: &Value, schema: &Structural) -> Validation {
             }
         }
     }
-    let rules = count_rules(schema);
-    if rules > 0 {
-        if v.errors.is_empty() {
-            v.not_evaluated.push(format!(
-                "{rules} x-kubernetes-validations rule(s) (CEL) not evaluated"
-            ));
-        } else {
-            v.errors.push(FieldError {
-                field: "<nil>".into(),
-                reason: "FieldValueInvalid".into(),
-                message: "Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".into(),
-            });
-        }
-    }
+    v.cel_rules = count_rules(schema);
     v
+}
+
+/// True for the errors after which the server does not evaluate CEL rules.
+fn blocking(e: &FieldError) -> bool {
+    matches!(
+        e.reason.as_str(),
+        "FieldValueNotSupported"
+            | "FieldValueRequired"
+            | "FieldValueTooLong"
+            | "FieldValueTooMany"
+            | "FieldValueTypeInvalid"
+    )
+}
+
+/// The final errors (after [`ratchet`]) with the server's notice when a blocking error keeps
+/// CEL rules from running; otherwise, when the schema has rules, a note that fieldguard did
+/// not evaluate them (the server does, and may refuse for them too).
+pub fn settle(mut errors: Vec<FieldError>, cel_rules: usize) -> (Vec<FieldError>, Option<String>) {
+    if cel_rules == 0 {
+        return (errors, None);
+    }
+    if errors.iter().any(blocking) {
+        errors.push(FieldError {
+            field: "<nil>".into(),
+            reason: "FieldValueInvalid".into(),
+            message: "Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".into(),
+        });
+        return (errors, None);
+    }
+    (
+        errors,
+        Some(format!(
+            "{cel_rules} x-kubernetes-validations rule(s) (CEL) not evaluated"
+        )),
+    )
 }
 
 fn count_rules(s: &Structural) -> usize {
@@ -168,6 +196,28 @@ fn printed(v: &Value) -> String {
     }
 }
 
+/// `field.TooMany`'s message (`item` for a limit of one).
+fn too_many(n: i64, max: i64) -> String {
+    let unit = if max == 1 { "item" } else { "items" };
+    format!("Too many: {n}: must have at most {max} {unit}")
+}
+
+/// go-openapi's `IsFloat64AJSONInteger`: an integer within a relative error of 1e-9 (so
+/// `0.3` is a multiple of `0.1`, as the server finds).
+fn is_json_integer(f: f64) -> bool {
+    if !f.is_finite() {
+        return false;
+    }
+    let g = f.trunc();
+    if f == g {
+        return true;
+    }
+    if g == 0.0 {
+        return false;
+    }
+    (f - g).abs() / (f.abs() + g.abs()) < 1e-9
+}
+
 /// A number as kube-openapi prints a limit (`10`, `1.5`).
 fn limit(f: f64) -> String {
     format_float_v(f)
@@ -206,21 +256,22 @@ impl Walk<'_> {
             self.note(path, &format!("format {f}"));
         }
         if v.is_null() {
-            if s.nullable {
-                return;
-            }
-            let want = if s.int_or_string {
-                Some("integer,string".to_string())
-            } else {
-                s.ty.clone()
-            };
-            if let Some(t) = want {
-                self.type_error(path, "null", &t);
+            if !s.nullable {
+                let want = if s.int_or_string {
+                    Some("integer,string".to_string())
+                } else {
+                    s.ty.clone()
+                };
+                if let Some(t) = want {
+                    self.type_error(path, "null", &t);
+                }
             }
             self.enumeration(v, s, path);
             return;
         }
         if !self.type_ok(v, s, path) {
+            // kube-openapi still checks the enum after a type error.
+            self.enumeration(v, s, path);
             return;
         }
         match v {
@@ -279,24 +330,32 @@ impl Walk<'_> {
     }
 
     fn object(&mut self, m: &Map, s: &Structural, path: &str) {
-        for r in &s.required {
-            if !m.contains_key(r) {
-                self.err(
-                    &format!("{path}.{r}"),
-                    "FieldValueRequired",
-                    "Required value".into(),
-                );
+        self.object_limits(m, s, path);
+        for (k, child) in m.iter() {
+            if let Some(cs) = s.property(k) {
+                self.value(child, cs, &format!("{path}.{k}"));
             }
         }
+    }
+
+    /// `required`, `minProperties`, `maxProperties` of an object (`path` empty at the root).
+    fn object_limits(&mut self, m: &Map, s: &Structural, path: &str) {
+        for r in &s.required {
+            if !m.contains_key(r) {
+                let field = if path.is_empty() {
+                    r.clone()
+                } else {
+                    format!("{path}.{r}")
+                };
+                self.err(&field, "FieldValueRequired", "Required value".into());
+            }
+        }
+        let path = if path.is_empty() { "<nil>" } else { path };
         let n = m.len() as i64;
         if let Some(max) = s.max_properties
             && n > max
         {
-            self.err(
-                path,
-                "FieldValueTooMany",
-                format!("Too many: {n}: must have at most {max} items"),
-            );
+            self.err(path, "FieldValueTooMany", too_many(n, max));
         }
         if let Some(min) = s.min_properties
             && n < min
@@ -307,17 +366,6 @@ impl Walk<'_> {
                 format!("{path} in body should have at least {min} properties"),
             );
         }
-        for (k, child) in m.iter() {
-            let cs = s
-                .properties
-                .iter()
-                .find(|(name, _)| name == k.as_str())
-                .map(|(_, c)| c)
-                .or(s.additional.as_deref());
-            if let Some(cs) = cs {
-                self.value(child, cs, &format!("{path}.{k}"));
-            }
-        }
     }
 
     fn array(&mut self, items: &[Value], s: &Structural, path: &str) {
@@ -325,11 +373,7 @@ impl Walk<'_> {
         if let Some(max) = s.max_items
             && n > max
         {
-            self.err(
-                path,
-                "FieldValueTooMany",
-                format!("Too many: {n}: must have at most {max} items"),
-            );
+            self.err(path, "FieldValueTooMany", too_many(n, max));
         }
         if let Some(min) = s.min_items
             && n < min
@@ -353,10 +397,11 @@ impl Walk<'_> {
         if let Some(max) = s.max_length
             && len > max
         {
+            let unit = if max == 1 { "byte" } else { "bytes" };
             return self.err(
                 path,
                 "FieldValueTooLong",
-                format!("Too long: may not be more than {max} bytes"),
+                format!("Too long: may not be more than {max} {unit}"),
             );
         }
         if let Some(min) = s.min_length
@@ -382,8 +427,8 @@ impl Walk<'_> {
     fn number(&mut self, v: &Value, s: &Structural, path: &str) {
         let Some(x) = as_f64(v) else { return };
         if let Some(m) = s.multiple_of
-            && m != 0.0
-            && (x / m).fract() != 0.0
+            && m > 0.0
+            && !is_json_integer(if m < 1.0 { 1.0 / m * x } else { x / m })
         {
             self.invalid(
                 path,
@@ -465,9 +510,10 @@ mod tests;
 
 /// Validation ratcheting (CRDValidationRatcheting, on by default since Kubernetes 1.30): on an
 /// update, an error about a value that the update leaves as it was is dropped. fieldguard
-/// ratchets by field path where the path names no list index (items of lists are not
-/// correlated); a `Required value` is ratcheted when its parent object is unchanged. The
-/// notice that CEL rules were not checked goes when nothing else is left.
+/// compares the error's field — or, for a path through a list item, the nearest ancestor that
+/// is not in a list (items are matched by index here, not by key, so only an unchanged whole
+/// list ratchets them) — and, for a `Required value`, the object that lacks the field. Errors
+/// at the root are never ratcheted. Run [`settle`] afterwards.
 pub fn ratchet(errors: Vec<FieldError>, old: &Value, new: &Value) -> Vec<FieldError> {
     let at = |v: &'_ Value, field: &str| -> Option<Value> {
         let mut cur = v;
@@ -477,23 +523,22 @@ pub fn ratchet(errors: Vec<FieldError>, old: &Value, new: &Value) -> Vec<FieldEr
         Some(cur.clone())
     };
     let unchanged = |field: &str| {
-        !field.contains('[') && at(old, field).is_some() && at(old, field) == at(new, field)
+        let field = field.split('[').next().unwrap_or("");
+        !field.is_empty() && at(old, field).is_some() && at(old, field) == at(new, field)
     };
-    let kept: Vec<FieldError> = errors
+    errors
         .into_iter()
         .filter(|e| {
             if e.field == "<nil>" {
                 return true;
             }
             if e.reason == "FieldValueRequired" {
-                let parent = e.field.rsplit_once('.').map_or("", |(p, _)| p);
-                return parent.is_empty() || !unchanged(parent);
+                return match e.field.rsplit_once('.') {
+                    Some((parent, _)) => !unchanged(parent),
+                    None => true,
+                };
             }
             !unchanged(&e.field)
         })
-        .collect();
-    if kept.iter().all(|e| e.field == "<nil>") {
-        return Vec::new();
-    }
-    kept
+        .collect()
 }

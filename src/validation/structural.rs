@@ -13,7 +13,6 @@ pub struct Structural {
     pub ty: Option<String>,
     pub nullable: bool,
     pub int_or_string: bool,
-    pub preserve_unknown: bool,
     pub properties: Vec<(String, Structural)>,
     pub additional: Option<Box<Structural>>,
     pub items: Option<Box<Structural>>,
@@ -94,7 +93,6 @@ impl Structural {
             ty: string("type"),
             nullable: flag("nullable"),
             int_or_string: flag("x-kubernetes-int-or-string"),
-            preserve_unknown: flag("x-kubernetes-preserve-unknown-fields"),
             properties: match m.get("properties") {
                 Some(Value::Map(p)) => p
                     .iter()
@@ -136,9 +134,15 @@ impl Structural {
                 Some(Value::List(r)) => r.len(),
                 _ => 0,
             },
+            // A published int-or-string field carries `anyOf: [integer, string]`: that is its
+            // type, checked as such, not a junctor left unevaluated.
             junctors: ["allOf", "anyOf", "oneOf", "not"]
                 .iter()
-                .any(|k| m.contains_key(k)),
+                .any(|k| m.contains_key(k))
+                && !(flag("x-kubernetes-int-or-string")
+                    && !m.contains_key("allOf")
+                    && !m.contains_key("oneOf")
+                    && !m.contains_key("not")),
         }
     }
 
@@ -149,13 +153,5 @@ impl Structural {
             .find(|(k, _)| k == name)
             .map(|(_, s)| s)
             .or(self.additional.as_deref())
-    }
-
-    /// True when this node or one below it carries CEL rules.
-    pub fn has_rules(&self) -> bool {
-        self.rules > 0
-            || self.properties.iter().any(|(_, s)| s.has_rules())
-            || self.additional.as_ref().is_some_and(|s| s.has_rules())
-            || self.items.as_ref().is_some_and(|s| s.has_rules())
     }
 }

@@ -38,9 +38,8 @@ impl Served {
         if metrics {
             cmd.args(["--metrics-listen", "127.0.0.1:0"]);
         }
-        if std::env::var_os("FIELDGUARD_LOG").is_none() {
-            cmd.env("FIELDGUARD_LOG", "info");
-        }
+        // The address and readiness are read from info lines.
+        cmd.env("FIELDGUARD_LOG", "info");
         let mut child = cmd.spawn().unwrap();
         let stderr = child.stderr.take().unwrap();
         let log = Arc::new(Mutex::new(String::new()));

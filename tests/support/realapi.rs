@@ -84,34 +84,48 @@ fn free_base_port() -> u16 {
 }
 
 impl RealApi {
+    /// Starts one. `start.sh` gives the server 20–30 s to answer; on a loaded machine that
+    /// can be short, so a failed start is cleaned up and tried again on other ports (three
+    /// times at most; every failure's log is kept in the panic message).
     fn start(out: &Path) -> RealApi {
-        let port = free_base_port();
-        let run =
-            std::env::temp_dir().join(format!("fieldguard-realapi-{}-{port}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&run);
-        std::fs::create_dir_all(&run).unwrap();
-        let o = Command::new("bash")
-            .arg(shared().join("realapi/start.sh"))
-            .env("REALAPI_OUT", out)
-            .env("REALAPI_RUN", &run)
-            .env("REALAPI_PORT", port.to_string())
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "the real apiserver did not start: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let kubeconfig = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
-        // The watchdog: stops the server when this test binary is gone.
         let stop = shared().join("realapi/stop.sh");
+        let mut failures = Vec::new();
+        for _ in 0..3 {
+            let port = free_base_port();
+            let run = std::env::temp_dir()
+                .join(format!("fieldguard-realapi-{}-{port}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&run);
+            std::fs::create_dir_all(&run).unwrap();
+            let o = Command::new("bash")
+                .arg(shared().join("realapi/start.sh"))
+                .env("REALAPI_OUT", out)
+                .env("REALAPI_RUN", &run)
+                .env("REALAPI_PORT", port.to_string())
+                .output()
+                .unwrap();
+            if o.status.success() {
+                let kubeconfig = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+                return RealApi::watched(run, kubeconfig, &stop);
+            }
+            failures.push(String::from_utf8_lossy(&o.stderr).into_owned());
+            let _ = Command::new("bash").arg(&stop).arg(&run).status();
+            let _ = std::fs::remove_dir_all(&run);
+        }
+        panic!(
+            "the real apiserver did not start (3 tries):\n{}",
+            failures.join("\n---\n")
+        );
+    }
+
+    /// Hands the started server to a watchdog that stops it when this test binary is gone.
+    fn watched(run: PathBuf, kubeconfig: PathBuf, stop: &Path) -> RealApi {
         let status = Command::new("bash")
             .arg("-c")
             .arg(
                 r#"( while kill -0 "$FG_PID" 2>/dev/null; do sleep 0.5; done; bash "$FG_STOP" "$FG_RUN"; rm -rf "$FG_RUN" ) >/dev/null 2>&1 </dev/null &"#,
             )
             .env("FG_PID", std::process::id().to_string())
-            .env("FG_STOP", &stop)
+            .env("FG_STOP", stop)
             .env("FG_RUN", &run)
             .status()
             .unwrap();
