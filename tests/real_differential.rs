@@ -450,25 +450,28 @@ async fn other_writer(api: &Api, rng: &mut StdRng, name: &str) -> String {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn predictions_equal_what_the_real_apiserver_does() {
-    let Some(server) = support::realapi::shared_server() else {
-        return;
-    };
+/// The shared real apiserver with the CRD of `tests/data/realapi/FILE` installed, and the
+/// catalog a `check` against it would build for `group_version` (`None`: the real tier is not
+/// built and not required).
+async fn with_crd(file: &str, group_version: &str) -> Option<(Api, fieldguard::catalog::Catalog)> {
+    let server = support::realapi::shared_server()?;
     let api = server.api().await;
-    install_crd(
-        &api,
-        &std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/data/realapi/widget-crd.yaml"),
-        )
-        .unwrap(),
-    )
-    .await;
-    let mut catalog = api
-        .catalog_for(&BTreeSet::from([GROUP_VERSION.to_string()]))
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/realapi")
+        .join(file);
+    install_crd(&api, &std::fs::read_to_string(path).unwrap()).await;
+    let catalog = api
+        .catalog_for(&BTreeSet::from([group_version.to_string()]))
         .await
         .unwrap();
+    Some((api, catalog))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn predictions_equal_what_the_real_apiserver_does() {
+    let Some((api, mut catalog)) = with_crd("widget-crd.yaml", GROUP_VERSION).await else {
+        return;
+    };
     let seed = seed();
     let n = steps();
     println!("real apiserver differential: {n} steps, seed {seed} (FIELDGUARD_REAL_SEED={seed})");
@@ -562,23 +565,9 @@ async fn predictions_equal_what_the_real_apiserver_does() {
 /// entry, so the server writes (predicted `ownership-only`, the resourceVersion moves).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn emptied_maps_are_rejected_and_ownership_only_applies_are_writes() {
-    let Some(server) = support::realapi::shared_server() else {
+    let Some((api, mut catalog)) = with_crd("widget-crd.yaml", GROUP_VERSION).await else {
         return;
     };
-    let api = server.api().await;
-    install_crd(
-        &api,
-        &std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/data/realapi/widget-crd.yaml"),
-        )
-        .unwrap(),
-    )
-    .await;
-    let mut catalog = api
-        .catalog_for(&BTreeSet::from([GROUP_VERSION.to_string()]))
-        .await
-        .unwrap();
     let name = "scenario";
     let url = object_url(name);
     let _ = write(
@@ -705,20 +694,9 @@ async fn emptied_maps_are_rejected_and_ownership_only_applies_are_writes() {
 /// int-or-string, a CEL rule) and fieldguard's prediction must name the same causes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn validation_equals_the_servers() {
-    let Some(server) = support::realapi::shared_server() else {
+    let Some((api, mut catalog)) = with_crd("probe-crd.json", "p.test/v1").await else {
         return;
     };
-    let api = server.api().await;
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/realapi");
-    install_crd(
-        &api,
-        &std::fs::read_to_string(dir.join("probe-crd.json")).unwrap(),
-    )
-    .await;
-    let mut catalog = api
-        .catalog_for(&BTreeSet::from(["p.test/v1".to_string()]))
-        .await
-        .unwrap();
     let url = format!("/apis/p.test/v1/namespaces/{NAMESPACE}/probes/v");
     let cases = [
         r#"{"e":"c","ei":3,"n":11,"nx":10,"s":"ABCDEF","l":["a","b","c"],"m":{"a":"1","b":"2","c":"3"},"mo":7,"ios":1.5}"#,
