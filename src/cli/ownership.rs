@@ -238,8 +238,10 @@ pub fn managers(args: ManagersArgs) -> ExitCode {
     let ns = LiveSource::explicit_namespace(&args.live);
     let inv = if let Some(snap) = source.snapshot() {
         inventory::inventory(
+            // As a cluster lists them: `-n` narrows namespaced objects; cluster-scoped ones
+            // (CRDs, namespaces) stay.
             snap.objects()
-                .filter(|(r, _)| ns.is_none_or(|n| r.namespace == n))
+                .filter(|(r, _)| ns.is_none_or(|n| r.namespace.is_empty() || r.namespace == n))
                 .map(|(r, d)| (r, &d.object)),
         )
     } else if let Some(c) = source.cluster() {
