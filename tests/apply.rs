@@ -4,6 +4,7 @@
 
 mod support;
 
+use fieldguard::apply::client_side;
 use fieldguard::apply::ssa::{self, SsaError, SsaOptions};
 use fieldguard::check::Force;
 use fieldguard::live::cluster::Api;
@@ -285,4 +286,226 @@ async fn expect_unchanged_loses_a_race_cleanly_and_dry_runs_store_nothing() {
         matches!(&e, SsaError::Rejected { code: 422, message } if message.contains("spec.n in body should be less than or equal to 10")),
         "{e:?}"
     );
+}
+
+/// The JSON form of one of fieldguard's values.
+fn js(v: &fieldguard::value::Value) -> Value {
+    support::judge::to_json(v)
+}
+
+/// Sends one client-side action as `manager` (what `apply` does for a client-side release).
+async fn send(api: &Api, p: &str, action: &client_side::Action, manager: &str) -> Value {
+    let collection = p.rsplit_once('/').unwrap().0;
+    match action {
+        client_side::Action::Create(body) => write(
+            api,
+            http::Method::POST,
+            &format!("{collection}?fieldManager={manager}"),
+            "application/json",
+            &js(body),
+        )
+        .await
+        .unwrap(),
+        client_side::Action::Patch {
+            content_type,
+            patch,
+        } => write(
+            api,
+            http::Method::PATCH,
+            &format!("{p}?fieldManager={manager}"),
+            content_type,
+            &js(&fieldguard::value::Value::Map(patch.clone())),
+        )
+        .await
+        .unwrap(),
+        client_side::Action::Unchanged => panic!("nothing to send"),
+    }
+}
+
+/// Client-side apply of a custom resource, as `kubectl apply` (and a Helm 3 release) does it:
+/// create with the last-applied annotation, then a three-way JSON merge patch that removes
+/// what the manifest dropped and keeps what others added — applied by the real server, whose
+/// result must equal the patch applied locally and the semantics spelled out here. Then the
+/// migration to server-side apply: the legacy manager's fields move into the release's Apply
+/// entry (a JSON patch locked on the resourceVersion the preview read), so a field the next
+/// manifest drops is really removed; the prediction of that apply equals what the server does;
+/// a migration previewed on a version someone has since changed is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_side_apply_and_the_migration_to_server_side_on_a_custom_resource() {
+    let Some(api) = setup().await else { return };
+    let p = path("legacy");
+    let _ = write(
+        &api,
+        http::Method::DELETE,
+        &p,
+        "application/json",
+        &json!({}),
+    )
+    .await;
+    let csa = "kubectl-client-side-apply";
+    let rev1 = json!({"apiVersion": "fieldguard.test/v1", "kind": "Widget",
+                      "metadata": {"name": "legacy", "namespace": NS},
+                      "spec": {"replicas": 2, "note": "one", "labels": {"a": "1", "b": "2"},
+                               "containers": [{"name": "app", "image": "app:1"}]}});
+
+    // 1. Absent: created, stamped with the last-applied annotation.
+    let action = client_side::plan(&fg(&rev1), None, None, None).unwrap();
+    assert!(
+        matches!(action, client_side::Action::Create(_)),
+        "{action:?}"
+    );
+    let created = send(&api, &p, &action, csa).await;
+    let annotation = |o: &Value| -> Value {
+        serde_json::from_str(
+            o["metadata"]["annotations"][client_side::LAST_APPLIED]
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    assert_eq!(annotation(&created), rev1);
+    assert_eq!(created["spec"], rev1["spec"]);
+
+    // 2. A hand edit: a label the manifest never had, and the replicas it has.
+    write(
+        &api,
+        http::Method::PATCH,
+        &format!("{p}?fieldManager=kubectl-edit"),
+        "application/merge-patch+json",
+        &json!({"spec": {"labels": {"hotfix": "x"}, "replicas": 5}}),
+    )
+    .await
+    .unwrap();
+
+    // 3. The next revision drops label b, changes the note and the image: a merge patch.
+    let mut rev2 = rev1.clone();
+    rev2["spec"]["labels"] = json!({"a": "1"});
+    rev2["spec"]["note"] = json!("two");
+    rev2["spec"]["containers"][0]["image"] = json!("app:2");
+    let live = fg(&get(&api, &p).await.unwrap());
+    let action = client_side::plan(&fg(&rev2), Some(&live), None, None).unwrap();
+    let client_side::Action::Patch {
+        content_type,
+        patch,
+    } = &action
+    else {
+        panic!("{action:?}")
+    };
+    assert_eq!(*content_type, "application/merge-patch+json");
+    let local =
+        fieldguard::patch::json_merge::apply(&live, &fieldguard::value::Value::Map(patch.clone()))
+            .unwrap();
+    let stored = send(&api, &p, &action, csa).await;
+    assert_eq!(
+        support::judge::contents(&stored)["spec"],
+        support::judge::contents(&js(&local))["spec"],
+        "the server applied the patch differently"
+    );
+    assert_eq!(
+        stored["spec"],
+        json!({"replicas": 2, "note": "two", "labels": {"a": "1", "hotfix": "x"},
+               "containers": [{"name": "app", "image": "app:2"}]}),
+        "dropped label removed, hand-added label kept, changed fields set"
+    );
+    assert_eq!(annotation(&stored), rev2);
+    // Applying the same revision again: nothing to send.
+    let live = fg(&stored);
+    let again = client_side::plan(&fg(&rev2), Some(&live), None, None).unwrap();
+    assert!(matches!(again, client_side::Action::Unchanged), "{again:?}");
+
+    // 4. Migration to server-side apply by `helm`: previewed, then written locked.
+    let m = fieldguard::apply::migrate::plan(&live, "helm", &[])
+        .unwrap()
+        .expect("fields to move");
+    let from: Vec<&str> = m.from.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(from, [csa]);
+    // A migration previewed on a version someone has since changed is refused.
+    let raced = write(
+        &api,
+        http::Method::PATCH,
+        &format!("{p}?fieldManager=kubectl-edit"),
+        "application/merge-patch+json",
+        &json!({"spec": {"labels": {"hotfix": "y"}}}),
+    )
+    .await
+    .unwrap();
+    let refused = write(
+        &api,
+        http::Method::PATCH,
+        &p,
+        "application/json-patch+json",
+        &js(&fieldguard::apply::migrate::json_patch(&m)),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        [409, 422].contains(&refused.code),
+        "a stale migration was not refused: {refused:?}"
+    );
+    assert_eq!(
+        get(&api, &p).await.unwrap()["metadata"]["managedFields"],
+        raced["metadata"]["managedFields"],
+        "the refused migration changed the managed fields"
+    );
+    // Previewed again on the current version: written, the entries exactly as planned.
+    let live = fg(&raced);
+    let m = fieldguard::apply::migrate::plan(&live, "helm", &[])
+        .unwrap()
+        .expect("fields to move");
+    let migrated = write(
+        &api,
+        http::Method::PATCH,
+        &p,
+        "application/json-patch+json",
+        &js(&fieldguard::apply::migrate::json_patch(&m)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        support::judge::entries(&migrated["metadata"]["managedFields"]),
+        support::judge::entries(&js(&fieldguard::managedfields::entries_to_value(
+            &m.entries,
+            |_| false
+        ))),
+    );
+    assert!(
+        !migrated["metadata"]["managedFields"]
+            .to_string()
+            .contains(csa),
+        "{}",
+        migrated["metadata"]["managedFields"]
+    );
+
+    // 5. The first server-side apply drops the note and label a: they are removed (helm owns
+    //    them now), the hand-edited label stays; predicted exactly.
+    let mut rev3 = rev2.clone();
+    rev3["spec"].as_object_mut().unwrap().remove("note");
+    rev3["spec"]["labels"] = json!({});
+    rev3["metadata"]["annotations"] = json!({});
+    let mut catalog = api
+        .catalog_for(&["fieldguard.test/v1".to_string()].into())
+        .await
+        .unwrap();
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let prediction =
+        support::judge::predict(&mut catalog, NS, Some(&migrated), &rev3, "helm", false, now);
+    let answer = write(
+        &api,
+        http::Method::PATCH,
+        &format!("{p}?fieldManager=helm"),
+        "application/apply-patch+yaml",
+        &rev3,
+    )
+    .await;
+    let prediction = match support::judge::stamped(&answer, "helm") {
+        Some(t) if t != now => {
+            support::judge::predict(&mut catalog, NS, Some(&migrated), &rev3, "helm", false, t)
+        }
+        _ => prediction,
+    };
+    let found = support::judge::compare(&prediction, Some(&migrated), &answer);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    let applied = answer.unwrap();
+    assert_eq!(applied["spec"]["labels"], json!({"hotfix": "y"}));
+    assert!(applied["spec"].get("note").is_none(), "{}", applied["spec"]);
 }

@@ -1,7 +1,8 @@
 //! The command line against the real apiserver (`../shared/realapi`): `check`, `blame` and
 //! `managers` reading a cluster (discovery, `/openapi/v3`, GETs and lists) give the same reports
 //! as the same objects exported the way `kubectl get -o json --show-managed-fields` exports
-//! them, read as a snapshot (with the CRD, whose schema the snapshot derives itself).
+//! them, read as a snapshot (with the CRD, whose schema the snapshot derives itself); and
+//! `fieldguard serve` watching the server answers `check --server` the same way.
 
 mod support;
 
@@ -214,6 +215,30 @@ async fn cluster_and_exported_snapshot_give_the_same_reports() {
         );
         assert_eq!(comparable(json_of(&c)), comparable(json_of(&s)), "{args:?}");
     }
+
+    // `serve` watching the same server: `check --server` answers as `check` against the
+    // cluster does, conflicts, removals and creations alike.
+    let served = support::process::Served::start(&cluster, false);
+    for force in [&[][..], &["--force-conflicts"][..]] {
+        let mut args = vec!["check", "-n", NS, "--field-manager", "helm", "-o", "json"];
+        args.extend_from_slice(force);
+        args.push(rel);
+        let c = from(&cluster, &args);
+        let v = from(&["--server", &served.addr], &args);
+        assert_eq!(
+            c.status.code(),
+            v.status.code(),
+            "{}",
+            String::from_utf8_lossy(&v.stderr)
+        );
+        assert_eq!(
+            comparable(json_of(&c)),
+            comparable(json_of(&v)),
+            "check --server {force:?}"
+        );
+    }
+    let (exit, log) = served.terminate();
+    assert!(exit.success(), "{log}");
     std::fs::remove_dir_all(&dir).ok();
     std::fs::remove_dir_all(&manifests).ok();
 }

@@ -17,19 +17,65 @@
 
 mod support;
 
-use support::realapi::{Answer, get, install_crd, write};
+use support::judge::{compare, contents, predict, stamped};
+use support::realapi::{get, install_crd, write};
 
-use fieldguard::check::{self, Force, Options};
 use fieldguard::live::cluster::Api;
-use fieldguard::manifest::{self, Loaded};
-use fieldguard::predict::{Prediction, Verdict};
+use fieldguard::predict::Verdict;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Map, Value, json};
-use std::collections::BTreeSet;
-use std::sync::Arc;
 
 const GROUP_VERSION: &str = "fieldguard.test/v1";
+const GROUP: &str = "fieldguard.test";
+
+/// An object of the history: a Widget (one version) or a Gadget (the same type served as v1
+/// and v2), and the version a step reads and writes it at.
+#[derive(Clone, Copy, Debug)]
+struct Obj {
+    kind: &'static str,
+    plural: &'static str,
+    name: &'static str,
+    version: &'static str,
+}
+
+impl Obj {
+    fn api_version(&self) -> String {
+        format!("{GROUP}/{}", self.version)
+    }
+
+    fn url(&self) -> String {
+        format!(
+            "/apis/{GROUP}/{}/namespaces/{NAMESPACE}/{}/{}",
+            self.version, self.plural, self.name
+        )
+    }
+}
+
+/// The objects of a history; a Gadget's version is chosen per step.
+fn pick_obj(rng: &mut StdRng) -> Obj {
+    let (kind, plural, name) = *pick(
+        rng,
+        &[
+            ("Widget", "widgets", "w0"),
+            ("Widget", "widgets", "w1"),
+            ("Widget", "widgets", "w2"),
+            ("Gadget", "gadgets", "g0"),
+            ("Gadget", "gadgets", "g1"),
+        ],
+    );
+    let version = if kind == "Gadget" {
+        *pick(rng, &["v1", "v2"])
+    } else {
+        "v1"
+    };
+    Obj {
+        kind,
+        plural,
+        name,
+        version,
+    }
+}
 const NAMESPACE: &str = "default";
 const APPLIERS: [&str; 3] = ["alice", "bob", "carol"];
 
@@ -113,8 +159,8 @@ fn container(rng: &mut StdRng, name: &str) -> Value {
     Value::Object(c)
 }
 
-/// A random manifest for `name`: every field present or not, values from small domains.
-fn manifest(rng: &mut StdRng, name: &str) -> Value {
+/// A random manifest for `o`: every field present or not, values from small domains.
+fn manifest(rng: &mut StdRng, o: &Obj) -> Value {
     let mut spec = Map::new();
     if some(rng) {
         spec.insert("replicas".into(), json!(rng.gen_range(1..4)));
@@ -172,8 +218,8 @@ fn manifest(rng: &mut StdRng, name: &str) -> Value {
         }
         spec.insert("containers".into(), Value::Array(cs));
     }
-    let mut m = json!({"apiVersion": GROUP_VERSION, "kind": "Widget",
-                       "metadata": {"name": name, "namespace": NAMESPACE}});
+    let mut m = json!({"apiVersion": o.api_version(), "kind": o.kind,
+                       "metadata": {"name": o.name, "namespace": NAMESPACE}});
     if rng.gen_bool(0.2) {
         m["metadata"]["labels"] = string_map(rng, &["team", "owner"]);
     }
@@ -187,178 +233,10 @@ fn object_url(name: &str) -> String {
     format!("/apis/{GROUP_VERSION}/namespaces/{NAMESPACE}/widgets/{name}")
 }
 
-/// What fieldguard predicts for an apply of `manifest` by `manager`, from the live object
-/// (as a `check` against the cluster sees it) and the published schema.
-fn predict(
-    catalog: &mut fieldguard::catalog::Catalog,
-    live: Option<&Value>,
-    manifest: &Value,
-    manager: &str,
-    force: bool,
-    now: i64,
-) -> Prediction {
-    let mut loaded = Loaded::default();
-    manifest::parse_into(
-        &Arc::from("step.json"),
-        manifest.to_string().as_bytes(),
-        &mut loaded,
-    );
-    assert!(loaded.errors.is_empty(), "{:?}", loaded.errors);
-    let targets = check::resolve(loaded.documents, catalog, NAMESPACE).unwrap();
-    let opts = Options {
-        field_manager: manager.into(),
-        force: if force { Force::All } else { Force::None },
-        namespace: NAMESPACE.into(),
-        now,
-    };
-    let live = live.map(|l| {
-        let text = l.to_string();
-        fieldguard::value::json::parse_str(&text).unwrap()
-    });
-    check::predict_target(&targets[0], live.as_ref(), &opts).unwrap()
-}
-
-/// The time the server stamped on the applier's entry (Unix seconds).
-fn stamped(answer: &Answer, manager: &str) -> Option<i64> {
-    let entries = answer.as_ref().ok()?["metadata"]["managedFields"].as_array()?;
-    let e = entries
-        .iter()
-        .find(|e| e["manager"] == manager && e["operation"] == "Apply")?;
-    let t = e["time"].as_str()?;
-    time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
-        .ok()
-        .map(|t| t.unix_timestamp())
-}
-
-/// An object with the fields only the server sets taken out, for comparing contents.
-fn contents(v: &Value) -> Value {
-    let mut v = v.clone();
-    if let Some(m) = v["metadata"].as_object_mut() {
-        for k in [
-            "managedFields",
-            "resourceVersion",
-            "uid",
-            "creationTimestamp",
-            "generation",
-        ] {
-            m.remove(k);
-        }
-    }
-    v
-}
-
-/// managedFields without times, and whether each entry has one.
-fn entries(v: &Value) -> Vec<Value> {
-    v.as_array()
-        .cloned()
-        .unwrap_or_default()
-        .into_iter()
-        .map(|mut e| {
-            let has_time = e.get("time").is_some_and(|t| t.is_string());
-            if let Some(m) = e.as_object_mut() {
-                m.remove("time");
-                m.insert("hasTime".into(), json!(has_time));
-            }
-            e
-        })
-        .collect()
-}
-
-fn to_json(v: &fieldguard::value::Value) -> Value {
-    serde_json::from_str(&fieldguard::value::json::to_string(
-        v,
-        fieldguard::value::json::Style::PLAIN,
-    ))
-    .unwrap()
-}
-
-/// Compares a prediction with the server's answer; the disagreements, described.
-fn compare(p: &Prediction, before: Option<&Value>, answer: &Answer) -> Vec<String> {
-    let mut out = Vec::new();
-    match (&p.verdict, answer) {
-        (Verdict::Conflict, Err(r)) if r.code == 409 => {
-            let predicted = p.message.clone().unwrap_or_default();
-            if predicted != r.message {
-                out.push(format!(
-                    "409 message: predicted {predicted:?}, server {:?}",
-                    r.message
-                ));
-            }
-        }
-        (Verdict::Rejected, Err(r)) if r.code == 422 => {
-            // The server lists several errors in Go map order (it varies between requests):
-            // the causes are compared as a set, the message when there is one cause.
-            let mut predicted: Vec<(String, String, String)> = p
-                .rejections
-                .iter()
-                .map(|e| (e.field.clone(), e.reason.clone(), e.message.clone()))
-                .collect();
-            predicted.sort();
-            if predicted != r.causes {
-                out.push(format!(
-                    "422 causes: predicted {predicted:?}, server {:?}",
-                    r.causes
-                ));
-            } else if r.causes.len() == 1 && p.message.as_deref() != Some(r.message.as_str()) {
-                out.push(format!(
-                    "422 message: predicted {:?}, server {:?}",
-                    p.message, r.message
-                ));
-            }
-        }
-        (Verdict::Invalid, Err(r)) if r.code == 422 || r.code == 500 => {}
-        (v, Err(r)) => out.push(format!(
-            "verdict: predicted {v:?} ({:?}), server refused {}: {}",
-            p.error.as_ref().or(p.message.as_ref()),
-            r.code,
-            r.message
-        )),
-        (Verdict::Conflict | Verdict::Rejected | Verdict::Invalid, Ok(_)) => out.push(format!(
-            "verdict: predicted {:?} ({:?}), server accepted",
-            p.verdict,
-            p.message.as_ref().or(p.error.as_ref())
-        )),
-        (v, Ok(stored)) => {
-            let predicted_obj = p.object.as_ref().map(to_json).unwrap_or_default();
-            if contents(&predicted_obj) != contents(stored) {
-                out.push(format!(
-                    "object: predicted {}, server {}",
-                    contents(&predicted_obj),
-                    contents(stored)
-                ));
-            }
-            let predicted_mf = entries(&to_json(&fieldguard::managedfields::entries_to_value(
-                &p.managed_fields(),
-                |_| false,
-            )));
-            let stored_mf = entries(&stored["metadata"]["managedFields"]);
-            if predicted_mf != stored_mf {
-                out.push(format!(
-                    "managedFields: predicted {}, server {}",
-                    Value::Array(predicted_mf),
-                    Value::Array(stored_mf)
-                ));
-            }
-            let rv = |o: Option<&Value>| {
-                o.and_then(|o| o["metadata"]["resourceVersion"].as_str().map(String::from))
-            };
-            let wrote = rv(before) != rv(Some(stored));
-            let predicted_write = p.writes();
-            if wrote != predicted_write {
-                out.push(format!(
-                    "write: predicted {v:?} (writes: {predicted_write}), server {}",
-                    if wrote { "wrote" } else { "did not write" }
-                ));
-            }
-        }
-    }
-    out
-}
-
 /// One write by someone other than the appliers (its answer is not compared: its effect is
 /// what the next prediction reads).
-async fn other_writer(api: &Api, rng: &mut StdRng, name: &str) -> String {
-    let url = object_url(name);
+async fn other_writer(api: &Api, rng: &mut StdRng, o: &Obj) -> String {
+    let url = o.url();
     let merge = "application/merge-patch+json";
     let (what, answer) = match rng.gen_range(0..6) {
         0 => {
@@ -451,9 +329,9 @@ async fn other_writer(api: &Api, rng: &mut StdRng, name: &str) -> String {
 }
 
 /// The shared real apiserver with the CRD of `tests/data/realapi/FILE` installed, and the
-/// catalog a `check` against it would build for `group_version` (`None`: the real tier is not
+/// catalog a `check` against it would build for `group_versions` (comma-separated; `None`: the real tier is not
 /// built and not required).
-async fn with_crd(file: &str, group_version: &str) -> Option<(Api, fieldguard::catalog::Catalog)> {
+async fn with_crd(file: &str, group_versions: &str) -> Option<(Api, fieldguard::catalog::Catalog)> {
     let server = support::realapi::shared_server()?;
     let api = server.api().await;
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -461,7 +339,7 @@ async fn with_crd(file: &str, group_version: &str) -> Option<(Api, fieldguard::c
         .join(file);
     install_crd(&api, &std::fs::read_to_string(path).unwrap()).await;
     let catalog = api
-        .catalog_for(&BTreeSet::from([group_version.to_string()]))
+        .catalog_for(&group_versions.split(',').map(String::from).collect())
         .await
         .unwrap();
     Some((api, catalog))
@@ -469,33 +347,49 @@ async fn with_crd(file: &str, group_version: &str) -> Option<(Api, fieldguard::c
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn predictions_equal_what_the_real_apiserver_does() {
-    let Some((api, mut catalog)) = with_crd("widget-crd.yaml", GROUP_VERSION).await else {
+    let Some((api, _)) = with_crd("widget-crd.yaml", GROUP_VERSION).await else {
+        return;
+    };
+    let Some((_, mut catalog)) = with_crd(
+        "gadget-crd.yaml",
+        &[GROUP_VERSION, "fieldguard.test/v2"].join(","),
+    )
+    .await
+    else {
         return;
     };
     let seed = seed();
     let n = steps();
     println!("real apiserver differential: {n} steps, seed {seed} (FIELDGUARD_REAL_SEED={seed})");
     let mut rng = StdRng::seed_from_u64(seed);
-    let names = ["w0", "w1", "w2"];
     let mut history: Vec<String> = Vec::new();
     let mut disagreements = Vec::new();
     let mut counts = std::collections::BTreeMap::<String, usize>::new();
     for step in 0..n {
-        let name = *pick(&mut rng, &names);
+        let o = pick_obj(&mut rng);
+        let name = format!("{} {}", o.api_version(), o.name);
         if rng.gen_bool(0.25) {
-            let what = other_writer(&api, &mut rng, name).await;
+            let what = other_writer(&api, &mut rng, &o).await;
             history.push(format!("{step}: {name}: {what}"));
             continue;
         }
         let manager = *pick(&mut rng, &APPLIERS);
         let force = rng.gen_bool(0.3);
-        let m = manifest(&mut rng, name);
-        let live = get(&api, &object_url(name)).await;
+        let m = manifest(&mut rng, &o);
+        let live = get(&api, &o.url()).await;
         let before = time::OffsetDateTime::now_utc().unix_timestamp();
-        let mut p = predict(&mut catalog, live.as_ref(), &m, manager, force, before);
+        let mut p = predict(
+            &mut catalog,
+            NAMESPACE,
+            live.as_ref(),
+            &m,
+            manager,
+            force,
+            before,
+        );
         let url = format!(
             "{}?fieldManager={manager}{}",
-            object_url(name),
+            o.url(),
             if force { "&force=true" } else { "" }
         );
         let answer = write(
@@ -519,13 +413,24 @@ async fn predictions_equal_what_the_real_apiserver_does() {
             && let Some(t) = stamped(&answer, manager)
             && t != before
         {
-            p = predict(&mut catalog, live.as_ref(), &m, manager, force, t);
+            p = predict(
+                &mut catalog,
+                NAMESPACE,
+                live.as_ref(),
+                &m,
+                manager,
+                force,
+                t,
+            );
         }
         let outcome = match &answer {
             Ok(_) => format!("{:?}", p.verdict),
             Err(r) => format!("refused {}", r.code),
         };
         *counts.entry(outcome).or_default() += 1;
+        *counts
+            .entry(format!("{} at {}", o.kind, o.version))
+            .or_default() += 1;
         let found = compare(&p, live.as_ref(), &answer);
         history.push(format!(
             "{step}: {name}: apply by {manager}{}: {m}",
@@ -552,7 +457,13 @@ async fn predictions_equal_what_the_real_apiserver_does() {
     );
     // Every kind of outcome was exercised.
     let count = |k: &str| counts.get(k).copied().unwrap_or(0);
-    for want in ["Created", "Configured", "refused 409", "refused 422"] {
+    for want in [
+        "Created",
+        "Configured",
+        "refused 409",
+        "refused 422",
+        "Gadget at v2",
+    ] {
         assert!(count(want) > 0 || n < 500, "no {want} among {counts:?}");
     }
     // Applies that change no contents are rare at random (one in several hundred): the
@@ -611,7 +522,15 @@ async fn emptied_maps_are_rejected_and_ownership_only_applies_are_writes() {
     // ops drops `labels`: tier goes, the emptied map becomes null, and the schema refuses it.
     let without = ops(false);
     let live = get(&api, &url).await;
-    let p = predict(&mut catalog, live.as_ref(), &without, "ops", false, now());
+    let p = predict(
+        &mut catalog,
+        NAMESPACE,
+        live.as_ref(),
+        &without,
+        "ops",
+        false,
+        now(),
+    );
     let answer = write(&api, http::Method::PATCH, &apply("ops"), ctype, &without).await;
     assert_eq!(p.verdict, Verdict::Rejected, "{p:?}");
     let refusal = answer.unwrap_err();
@@ -629,6 +548,7 @@ async fn emptied_maps_are_rejected_and_ownership_only_applies_are_writes() {
     let live = get(&api, &url).await;
     let p = predict(
         &mut catalog,
+        NAMESPACE,
         live.as_ref(),
         &without,
         "newcomer",
@@ -658,7 +578,15 @@ async fn emptied_maps_are_rejected_and_ownership_only_applies_are_writes() {
     // Entries are ordered by their time in seconds: compare with the server's clock. (Here the
     // new entry has no time at all — the object did not change — and the engine agrees.)
     let p = match stamped(&Ok(stored.clone()), "newcomer") {
-        Some(t) => predict(&mut catalog, Some(&live), &without, "newcomer", false, t),
+        Some(t) => predict(
+            &mut catalog,
+            NAMESPACE,
+            Some(&live),
+            &without,
+            "newcomer",
+            false,
+            t,
+        ),
         None => p,
     };
     let found = compare(&p, Some(&live), &Ok(stored.clone()));
@@ -667,6 +595,7 @@ async fn emptied_maps_are_rejected_and_ownership_only_applies_are_writes() {
     // Applied again: nothing at all changes, no write.
     let p = predict(
         &mut catalog,
+        NAMESPACE,
         Some(&stored),
         &without,
         "newcomer",
@@ -720,7 +649,7 @@ async fn validation_equals_the_servers() {
             r#"{{"apiVersion":"p.test/v1","kind":"Probe","metadata":{{"name":"v","namespace":"{NAMESPACE}"}},"spec":{spec}}}"#
         ))
         .unwrap();
-        let p = predict(&mut catalog, None, &m, "probe", false, 0);
+        let p = predict(&mut catalog, NAMESPACE, None, &m, "probe", false, 0);
         let answer = write(
             &api,
             http::Method::PATCH,

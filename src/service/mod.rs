@@ -210,7 +210,17 @@ pub async fn serve_on(
         .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    // Nagle's algorithm off: a response written in two parts must not wait for the client's
+    // delayed ACK of the first (40 ms a request on Linux).
+    let incoming = tokio_stream::StreamExt::map(
+        tokio_stream::wrappers::TcpListenerStream::new(listener),
+        |s| {
+            if let Ok(s) = &s {
+                let _ = s.set_nodelay(true);
+            }
+            s
+        },
+    );
     let mut builder = tonic::transport::Server::builder();
     if let Some(tls) = stores.tls.clone() {
         builder = builder.tls_config(tls)?;

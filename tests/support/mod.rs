@@ -3,7 +3,9 @@
 
 pub mod fake_apiserver;
 pub mod fake_writes;
+pub mod judge;
 pub mod process;
+pub mod proxy;
 pub mod realapi;
 
 use fake_apiserver::{FakeApiServer, Resource, State, crd_openapi, openapi_fixture};

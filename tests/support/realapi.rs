@@ -20,6 +20,9 @@ pub struct RealApi {
     pub run: PathBuf,
     /// Kubeconfig with contexts `admin` and `viewer`.
     pub kubeconfig: PathBuf,
+    /// Base port: etcd's client port; the apiserver is at `port + 2`, the shim (what
+    /// clients use) at `port + 3`.
+    pub port: u16,
 }
 
 fn root() -> PathBuf {
@@ -105,7 +108,7 @@ impl RealApi {
                 .unwrap();
             if o.status.success() {
                 let kubeconfig = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
-                return RealApi::watched(run, kubeconfig, &stop);
+                return RealApi::watched(run, kubeconfig, port, &stop);
             }
             failures.push(String::from_utf8_lossy(&o.stderr).into_owned());
             let _ = Command::new("bash").arg(&stop).arg(&run).status();
@@ -118,7 +121,7 @@ impl RealApi {
     }
 
     /// Hands the started server to a watchdog that stops it when this test binary is gone.
-    fn watched(run: PathBuf, kubeconfig: PathBuf, stop: &Path) -> RealApi {
+    fn watched(run: PathBuf, kubeconfig: PathBuf, port: u16, stop: &Path) -> RealApi {
         let status = Command::new("bash")
             .arg("-c")
             .arg(
@@ -130,7 +133,165 @@ impl RealApi {
             .status()
             .unwrap();
         assert!(status.success(), "the watchdog did not start");
-        RealApi { run, kubeconfig }
+        RealApi {
+            run,
+            kubeconfig,
+            port,
+        }
+    }
+
+    /// Where clients connect (the shim in front of the apiserver).
+    pub fn addr(&self) -> std::net::SocketAddr {
+        ([127, 0, 0, 1], self.port + 3).into()
+    }
+
+    /// A kubeconfig like the server's that reaches it through `addr` instead (a proxy).
+    pub fn kubeconfig_via(&self, addr: std::net::SocketAddr) -> PathBuf {
+        let text = std::fs::read_to_string(&self.kubeconfig).unwrap();
+        let direct = format!("https://127.0.0.1:{}", self.port + 3);
+        assert!(text.contains(&direct), "kubeconfig without {direct}");
+        let path = self.run.join(format!("kubeconfig-via-{}", addr.port()));
+        std::fs::write(&path, text.replace(&direct, &format!("https://{addr}"))).unwrap();
+        path
+    }
+
+    /// A client of `kubeconfig` as `admin`.
+    pub async fn api_of(kubeconfig: &Path) -> Api {
+        let opts = fieldguard::live::cluster::ClusterOptions {
+            kubeconfig: Some(kubeconfig.to_path_buf()),
+            context: Some("admin".into()),
+        };
+        Api::connect(&opts).await.unwrap().0
+    }
+
+    /// Kills the apiserver process and starts it again on the same etcd (its data kept),
+    /// with `extra` appended to its command line (a later flag wins); returns when it answers
+    /// through the shim again. Every watch on it ends; its watch cache starts afresh.
+    pub async fn restart_apiserver(&self, extra: &[&str]) {
+        let pid_file = self.run.join("apiserver.pid");
+        let pid = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .to_string();
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+        let mut args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let program = args.remove(0);
+        args.extend(extra.iter().map(|a| a.to_string()));
+        // Killed, as a crash or an OOM kill would: a graceful stop waits up to a minute for
+        // the watches it serves to end.
+        let status = Command::new("kill")
+            .arg("-KILL")
+            .arg(&pid)
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill {pid}");
+        // Gone when its port refuses connections: a killed process's threads can outlive
+        // its main thread (a zombie already) and hold the listening socket a moment longer.
+        let gone = std::time::Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port + 2)).is_ok() {
+            assert!(std::time::Instant::now() < gone, "apiserver {pid} did not stop");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Started in the background by a shell, as start.sh does (not this binary's child:
+        // nobody here waits for it; the watchdog stops it by its pid file).
+        let o = Command::new("bash")
+            .arg("-c")
+            .arg(r#"log=$1; shift; "$@" >>"$log" 2>&1 </dev/null & echo $!"#)
+            .arg("restart")
+            .arg(self.run.join("apiserver.log"))
+            .arg(&program)
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "restarting the apiserver");
+        std::fs::write(&pid_file, &o.stdout).unwrap();
+        let api = self.api().await;
+        let ready = std::time::Instant::now() + Duration::from_secs(120);
+        // Ready when every CRD's resources are served again (the server serves them only
+        // once its CRD informer has synced).
+        loop {
+            let crds = api
+                .get_text(
+                    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                    "application/json",
+                )
+                .await;
+            let mut waiting = vec![format!("{crds:?}")];
+            if let Ok(Some(text)) = &crds
+                && let Ok(list) = serde_json::from_str::<Value>(text)
+                && let Some(items) = list["items"].as_array()
+            {
+                waiting.clear();
+                for crd in items {
+                    let spec = &crd["spec"];
+                    for v in spec["versions"].as_array().into_iter().flatten() {
+                        let path = format!(
+                            "/apis/{}/{}/{}?limit=1",
+                            spec["group"].as_str().unwrap_or(""),
+                            v["name"].as_str().unwrap_or(""),
+                            spec["names"]["plural"].as_str().unwrap_or("")
+                        );
+                        if !matches!(api.get_text(&path, "application/json").await, Ok(Some(_))) {
+                            waiting.push(path);
+                        }
+                    }
+                }
+                if waiting.is_empty() {
+                    return;
+                }
+            }
+            if std::time::Instant::now() > ready {
+                let log = std::fs::read_to_string(self.run.join("apiserver.log")).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(30).collect();
+                panic!(
+                    "the restarted apiserver does not serve {waiting:?}; its log ends:\n{}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Compacts etcd's history up to its current revision (through etcd's JSON gateway):
+    /// every older resourceVersion is gone, and a watch from one is refused with `410 Gone`.
+    /// Returns the revision.
+    pub fn compact_etcd(&self) -> i64 {
+        let rev = self.etcd_post(
+            "/v3/kv/range",
+            r#"{"key":"Lw==","range_end":"MA==","count_only":true}"#,
+        )["header"]["revision"]
+            .as_str()
+            .and_then(|r| r.parse::<i64>().ok())
+            .expect("etcd's revision");
+        self.etcd_post(
+            "/v3/kv/compaction",
+            &format!(r#"{{"revision":"{rev}","physical":true}}"#),
+        );
+        rev
+    }
+
+    fn etcd_post(&self, path: &str, body: &str) -> Value {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        write!(
+            s,
+            "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        let (head, json) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        assert!(
+            head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+            "etcd {path}: {text}"
+        );
+        serde_json::from_str(json).unwrap_or_else(|e| panic!("etcd {path}: {e}: {json}"))
     }
 
     /// A client as the `admin` context (allowed everything).
@@ -221,11 +382,18 @@ pub async fn install_crd(api: &Api, yaml: &str) {
         assert_eq!(r.code, 409, "creating the CRD: {r:?}");
     }
     let name = crd["metadata"]["name"].as_str().unwrap();
-    let gv = format!(
-        "apis/{}/{}",
-        crd["spec"]["group"].as_str().unwrap(),
-        crd["spec"]["versions"][0]["name"].as_str().unwrap()
-    );
+    let gvs: Vec<String> = crd["spec"]["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            format!(
+                "apis/{}/{}",
+                crd["spec"]["group"].as_str().unwrap(),
+                v["name"].as_str().unwrap()
+            )
+        })
+        .collect();
     let until = std::time::Instant::now() + Duration::from_secs(120);
     loop {
         let c = get(
@@ -240,7 +408,7 @@ pub async fn install_crd(api: &Api, yaml: &str) {
         });
         let published = get(api, "/openapi/v3")
             .await
-            .is_some_and(|i| i["paths"].get(&gv).is_some());
+            .is_some_and(|i| gvs.iter().all(|gv| i["paths"].get(gv).is_some()));
         if established && published {
             return;
         }

@@ -1,0 +1,399 @@
+//! Figures from the real apiserver (`../shared/realapi`, built by `scripts/setup.sh` into
+//! `.realapi/`): everything here runs against Kubernetes 1.36's own handlers over etcd, on
+//! loopback, on custom resources (`tests/data/realapi/widget-crd.yaml`).
+//!
+//! - initial sync of 10,000 objects by the watch cache, beside the server's own paged metadata
+//!   LIST of the same objects (the floor: the cache makes the same requests);
+//! - watch ingest while writers keep the server as busy as it goes (merge patches and creates
+//!   from 8 concurrent clients): the server's write rate, the events the cache took in, the
+//!   lag from a write's answer to the cache holding it (sampled), and the catch-up time after
+//!   the writers stop;
+//! - `PredictConflicts` with `fresh` (the live object read from the server for each request)
+//!   and without (from the cache), one object, sequential calls: latency percentiles;
+//! - 1,000 server-side applies through `fieldguard apply`'s write path (`apply::ssa`), one at
+//!   a time: objects/s.
+//!
+//! Run: `cargo bench --bench realapi`. The machine is shared with the server: both figures of
+//! a pair come from the same run.
+
+#[path = "../tests/support/realapi.rs"]
+#[allow(dead_code)]
+mod realapi;
+
+use fieldguard::cache::{CacheConfig, ClusterCache};
+use fieldguard::live::cluster::Api;
+use fieldguard::service::proto::{self as pb, analysis_client::AnalysisClient};
+use fieldguard::service::{self, Stores};
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+const NS: &str = "bench";
+const LIST: &str = "/apis/fieldguard.test/v1/namespaces/bench/widgets";
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn median(mut xs: Vec<Duration>) -> Duration {
+    xs.sort();
+    xs[xs.len() / 2]
+}
+
+fn widget(i: usize) -> serde_json::Value {
+    json!({"apiVersion": "fieldguard.test/v1", "kind": "Widget",
+           "metadata": {"name": format!("w{i:05}"), "namespace": NS,
+                        "labels": {"app": "bench", "shard": format!("s{}", i % 16)}},
+           "spec": {"replicas": 1 + i % 5, "note": "initial",
+                    "labels": {"tier": "web"},
+                    "containers": [{"name": "app", "image": "app:1",
+                                    "ports": [{"containerPort": 80, "protocol": "TCP"}]}]}})
+}
+
+/// Runs `n` jobs with `width` in flight.
+async fn concurrently<F, Fut>(n: usize, width: usize, job: F) -> Duration
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let job = Arc::new(job);
+    let next = Arc::new(AtomicUsize::new(0));
+    let t = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..width {
+        let (job, next) = (job.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= n {
+                    return;
+                }
+                job(i).await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    t.elapsed()
+}
+
+async fn metadata_list(api: &Api) -> (Duration, usize) {
+    let t = Instant::now();
+    let mut count = 0;
+    let mut cont = String::new();
+    loop {
+        let mut url = format!("{LIST}?limit=500");
+        if !cont.is_empty() {
+            url.push_str("&continue=");
+            url.push_str(&cont);
+        }
+        let text = api
+            .get_text(
+                &url,
+                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        // Read as little as the floor needs: the items counted, the continue token.
+        #[derive(serde::Deserialize)]
+        struct Page {
+            items: Vec<serde::de::IgnoredAny>,
+            metadata: Meta,
+        }
+        #[derive(serde::Deserialize)]
+        struct Meta {
+            #[serde(default, rename = "continue")]
+            cont: String,
+        }
+        let page: Page = serde_json::from_str(&text).unwrap();
+        count += page.items.len();
+        cont = page.metadata.cont;
+        if cont.is_empty() {
+            return (t.elapsed(), count);
+        }
+    }
+}
+
+fn config() -> CacheConfig {
+    CacheConfig {
+        include_groups: vec!["fieldguard.test".into()],
+        namespace: Some(NS.into()),
+        backoff: Duration::from_millis(50),
+        ..CacheConfig::default()
+    }
+}
+
+async fn synced_cache(api: &Api) -> (Arc<ClusterCache>, Duration) {
+    let t = Instant::now();
+    let cache = ClusterCache::start("real", api.clone(), config())
+        .await
+        .unwrap();
+    cache.wait_synced().await;
+    (cache, t.elapsed())
+}
+
+/// The resourceVersion the cache holds for widget `name` (a lookup, not a scan).
+fn cached_version(cache: &ClusterCache, name: &str) -> Option<u64> {
+    let key = fieldguard::cache::table::key(NS, name);
+    cache.tables().iter().find_map(|t| {
+        t.read()
+            .objects
+            .get(&*key)
+            .and_then(|e| e.resource_version.parse().ok())
+    })
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    // FIELDGUARD_BENCH_OBJECTS: how many objects to sync (default 10,000).
+    let objects: usize = std::env::var("FIELDGUARD_BENCH_OBJECTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10_000);
+    let Some(server) = realapi::shared_server() else {
+        println!("realapi: the real apiserver is not built (scripts/setup.sh); skipped");
+        return;
+    };
+    let api = server.api().await;
+    realapi::install_crd(
+        &api,
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/data/realapi/widget-crd.yaml"),
+        )
+        .unwrap(),
+    )
+    .await;
+
+    // The objects.
+    let a = api.clone();
+    let created = concurrently(objects, 8, move |i| {
+        let a = a.clone();
+        async move {
+            let r =
+                realapi::write(&a, http::Method::POST, LIST, "application/json", &widget(i)).await;
+            assert!(r.is_ok() || r.as_ref().is_err_and(|e| e.code == 409));
+        }
+    })
+    .await;
+    println!(
+        "realapi: {objects} widgets created in {:.1} s ({:.0} creates/s, 8 clients)",
+        created.as_secs_f64(),
+        objects as f64 / created.as_secs_f64()
+    );
+
+    // Initial sync vs the server's own metadata LIST, alternated.
+    let (mut lists, mut syncs) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        let (d, n) = metadata_list(&api).await;
+        assert_eq!(n, objects);
+        lists.push(d);
+        let (cache, d) = synced_cache(&api).await;
+        assert_eq!(cache.len(), objects);
+        cache.stop();
+        syncs.push(d);
+    }
+    let (list, sync) = (median(lists), median(syncs));
+    println!(
+        "realapi: initial sync of {objects} objects: cache {} vs the server's paged metadata LIST {} (ratio {:.2}; medians of 5)",
+        ms(sync),
+        ms(list),
+        sync.as_secs_f64() / list.as_secs_f64()
+    );
+
+    // Watch ingest under churn.
+    let (cache, _) = synced_cache(&api).await;
+    let events_before = cache.stats.events.load(Ordering::SeqCst);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writes = Arc::new(AtomicUsize::new(0));
+    let newest = Arc::new(std::sync::Mutex::new((0u64, String::new())));
+    let lags = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let churn_for = Duration::from_secs(10);
+    let t = Instant::now();
+    let mut writers = Vec::new();
+    for w in 0..8usize {
+        let (api, stop, writes, lags, cache, newest) = (
+            api.clone(),
+            stop.clone(),
+            writes.clone(),
+            lags.clone(),
+            cache.clone(),
+            newest.clone(),
+        );
+        writers.push(tokio::spawn(async move {
+            let mut i = w;
+            while !stop.load(Ordering::Relaxed) {
+                i += 8;
+                let (answer, name) = if i % 5 == 0 {
+                    let n = objects + i;
+                    let body = widget(n);
+                    (
+                        realapi::write(&api, http::Method::POST, LIST, "application/json", &body)
+                            .await,
+                        format!("w{n:05}"),
+                    )
+                } else {
+                    let name = format!("w{:05}", (i * 7919) % objects);
+                    (
+                        realapi::write(
+                            &api,
+                            http::Method::PATCH,
+                            &format!("{LIST}/{name}?fieldManager=churn"),
+                            "application/merge-patch+json",
+                            &json!({"spec": {"note": format!("n{i}")}}),
+                        )
+                        .await,
+                        name,
+                    )
+                };
+                let answered = Instant::now();
+                writes.fetch_add(1, Ordering::Relaxed);
+                let Ok(obj) = answer else { continue };
+                let rv: u64 = obj["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                {
+                    let mut n = newest.lock().unwrap();
+                    if rv > n.0 {
+                        *n = (rv, name.clone());
+                    }
+                }
+                // One write in 20: how long until the cache holds it.
+                if i % 20 == w {
+                    let (cache, lags) = (cache.clone(), lags.clone());
+                    tokio::spawn(async move {
+                        while cached_version(&cache, &name).is_none_or(|v| v < rv) {
+                            tokio::time::sleep(Duration::from_millis(1)).await;
+                        }
+                        lags.lock().unwrap().push(answered.elapsed());
+                    });
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(churn_for).await;
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.await.unwrap();
+    }
+    let wrote = t.elapsed();
+    let n = writes.load(Ordering::SeqCst);
+    // Caught up: the cache holds the newest write.
+    let stopped = Instant::now();
+    let (rv, name) = newest.lock().unwrap().clone();
+    while cached_version(&cache, &name).is_none_or(|v| v < rv) {
+        assert!(
+            stopped.elapsed() < Duration::from_secs(60),
+            "the cache never caught up"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let caught_up = stopped.elapsed();
+    let events = cache.stats.events.load(Ordering::SeqCst) - events_before;
+    let mut lag = lags.lock().unwrap().clone();
+    lag.sort();
+    println!(
+        "realapi: churn for {:.1} s by 8 clients: {n} writes ({:.0}/s, the server's pace), the cache took in {events} events ({:.0}/s); lag from a write's answer to the cache (1 in 20 sampled, {}): p50 {} p99 {} max {}; caught up {} after the writers stopped",
+        wrote.as_secs_f64(),
+        n as f64 / wrote.as_secs_f64(),
+        events as f64 / wrote.as_secs_f64(),
+        lag.len(),
+        ms(pct(&lag, 0.5)),
+        ms(pct(&lag, 0.99)),
+        ms(*lag.last().unwrap()),
+        ms(caught_up),
+    );
+
+    // PredictConflicts, fresh and from the cache.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(service::serve_on(
+        listener,
+        Stores::single("real", cache.clone()),
+        async {},
+        std::future::pending(),
+    ));
+    let ch = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let client = AnalysisClient::new(ch);
+    let mut manifest = widget(42);
+    manifest["spec"]["note"] = json!("predicted");
+    let request = |fresh: bool| pb::PredictRequest {
+        field_manager: "helm".into(),
+        default_namespace: NS.into(),
+        manifests: vec![pb::Manifest {
+            name: "widget.json".into(),
+            content: manifest.to_string().into_bytes(),
+        }],
+        fresh,
+        ..Default::default()
+    };
+    for fresh in [true, false] {
+        for _ in 0..50 {
+            client
+                .clone()
+                .predict_conflicts(request(fresh))
+                .await
+                .unwrap();
+        }
+        let mut lat = Vec::new();
+        for _ in 0..1000 {
+            let t = Instant::now();
+            client
+                .clone()
+                .predict_conflicts(request(fresh))
+                .await
+                .unwrap();
+            lat.push(t.elapsed());
+        }
+        lat.sort();
+        println!(
+            "realapi: PredictConflicts of one widget, {}, 1,000 sequential calls: p50 {} p99 {} max {}",
+            if fresh {
+                "fresh (live object read from the server)"
+            } else {
+                "from the cache (metadata-only: the object is read from the server too)"
+            },
+            ms(pct(&lat, 0.5)),
+            ms(pct(&lat, 0.99)),
+            ms(*lat.last().unwrap())
+        );
+    }
+    cache.stop();
+
+    // 1,000 applies through the write path.
+    let opts = fieldguard::apply::ssa::SsaOptions {
+        field_manager: "fieldguard".into(),
+        force: fieldguard::check::Force::None,
+        dry_run: false,
+        expect_resource_version: None,
+    };
+    let t = Instant::now();
+    for i in 0..1000 {
+        let mut m = widget(20_000 + i);
+        m["spec"]["note"] = json!("applied");
+        let m = fieldguard::value::json::parse_str(&m.to_string()).unwrap();
+        let path = format!("{LIST}/w{:05}", 20_000 + i);
+        fieldguard::apply::ssa::apply(&api, &path, &m, &opts)
+            .await
+            .unwrap();
+    }
+    let d = t.elapsed();
+    println!(
+        "realapi: 1,000 server-side applies (creates) through apply::ssa, one at a time: {:.1} s ({:.0} objects/s)",
+        d.as_secs_f64(),
+        1000.0 / d.as_secs_f64()
+    );
+}

@@ -1,0 +1,182 @@
+//! Judging a prediction by the real apiserver: what fieldguard predicts for one server-side
+//! apply (from the live object read from the server and the schema the server publishes, as
+//! `check` against a cluster sees them), and the comparison of that prediction with the
+//! server's answer to the same apply — refused or not (the 409 message word for word, the 422
+//! causes), the stored object, the managedFields (entries, order, operation, apiVersion,
+//! subresource, fields; times by presence) and whether it wrote at all (resourceVersion).
+
+use super::realapi::Answer;
+use fieldguard::check::{self, Force, Options};
+use fieldguard::manifest::{self, Loaded};
+use fieldguard::predict::{Prediction, Verdict};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// What fieldguard predicts for an apply of `manifest` by `manager`, from the live object
+/// (as a `check` against the cluster sees it) and the published schema.
+pub fn predict(
+    catalog: &mut fieldguard::catalog::Catalog,
+    namespace: &str,
+    live: Option<&Value>,
+    manifest: &Value,
+    manager: &str,
+    force: bool,
+    now: i64,
+) -> Prediction {
+    let mut loaded = Loaded::default();
+    manifest::parse_into(
+        &Arc::from("step.json"),
+        manifest.to_string().as_bytes(),
+        &mut loaded,
+    );
+    assert!(loaded.errors.is_empty(), "{:?}", loaded.errors);
+    let targets = check::resolve(loaded.documents, catalog, namespace).unwrap();
+    let opts = Options {
+        field_manager: manager.into(),
+        force: if force { Force::All } else { Force::None },
+        namespace: namespace.into(),
+        now,
+    };
+    let live = live.map(|l| {
+        let text = l.to_string();
+        fieldguard::value::json::parse_str(&text).unwrap()
+    });
+    check::predict_target(&targets[0], live.as_ref(), &opts).unwrap()
+}
+
+/// The time the server stamped on the applier's entry (Unix seconds).
+pub fn stamped(answer: &Answer, manager: &str) -> Option<i64> {
+    let entries = answer.as_ref().ok()?["metadata"]["managedFields"].as_array()?;
+    let e = entries
+        .iter()
+        .find(|e| e["manager"] == manager && e["operation"] == "Apply")?;
+    let t = e["time"].as_str()?;
+    time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
+        .ok()
+        .map(|t| t.unix_timestamp())
+}
+
+/// An object with the fields only the server sets taken out, for comparing contents.
+pub fn contents(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(m) = v["metadata"].as_object_mut() {
+        for k in [
+            "managedFields",
+            "resourceVersion",
+            "uid",
+            "creationTimestamp",
+            "generation",
+        ] {
+            m.remove(k);
+        }
+    }
+    v
+}
+
+/// managedFields without times, and whether each entry has one.
+pub fn entries(v: &Value) -> Vec<Value> {
+    v.as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|mut e| {
+            let has_time = e.get("time").is_some_and(|t| t.is_string());
+            if let Some(m) = e.as_object_mut() {
+                m.remove("time");
+                m.insert("hasTime".into(), json!(has_time));
+            }
+            e
+        })
+        .collect()
+}
+
+pub fn to_json(v: &fieldguard::value::Value) -> Value {
+    serde_json::from_str(&fieldguard::value::json::to_string(
+        v,
+        fieldguard::value::json::Style::PLAIN,
+    ))
+    .unwrap()
+}
+
+/// Compares a prediction with the server's answer; the disagreements, described.
+pub fn compare(p: &Prediction, before: Option<&Value>, answer: &Answer) -> Vec<String> {
+    let mut out = Vec::new();
+    match (&p.verdict, answer) {
+        (Verdict::Conflict, Err(r)) if r.code == 409 => {
+            let predicted = p.message.clone().unwrap_or_default();
+            if predicted != r.message {
+                out.push(format!(
+                    "409 message: predicted {predicted:?}, server {:?}",
+                    r.message
+                ));
+            }
+        }
+        (Verdict::Rejected, Err(r)) if r.code == 422 => {
+            // The server lists several errors in Go map order (it varies between requests):
+            // the causes are compared as a set, the message when there is one cause.
+            let mut predicted: Vec<(String, String, String)> = p
+                .rejections
+                .iter()
+                .map(|e| (e.field.clone(), e.reason.clone(), e.message.clone()))
+                .collect();
+            predicted.sort();
+            if predicted != r.causes {
+                out.push(format!(
+                    "422 causes: predicted {predicted:?}, server {:?}",
+                    r.causes
+                ));
+            } else if r.causes.len() == 1 && p.message.as_deref() != Some(r.message.as_str()) {
+                out.push(format!(
+                    "422 message: predicted {:?}, server {:?}",
+                    p.message, r.message
+                ));
+            }
+        }
+        (Verdict::Invalid, Err(r)) if r.code == 422 || r.code == 500 => {}
+        (v, Err(r)) => out.push(format!(
+            "verdict: predicted {v:?} ({:?}), server refused {}: {}",
+            p.error.as_ref().or(p.message.as_ref()),
+            r.code,
+            r.message
+        )),
+        (Verdict::Conflict | Verdict::Rejected | Verdict::Invalid, Ok(_)) => out.push(format!(
+            "verdict: predicted {:?} ({:?}), server accepted",
+            p.verdict,
+            p.message.as_ref().or(p.error.as_ref())
+        )),
+        (v, Ok(stored)) => {
+            let predicted_obj = p.object.as_ref().map(to_json).unwrap_or_default();
+            if contents(&predicted_obj) != contents(stored) {
+                out.push(format!(
+                    "object: predicted {}, server {}",
+                    contents(&predicted_obj),
+                    contents(stored)
+                ));
+            }
+            let predicted_mf = entries(&to_json(&fieldguard::managedfields::entries_to_value(
+                &p.managed_fields(),
+                |_| false,
+            )));
+            let stored_mf = entries(&stored["metadata"]["managedFields"]);
+            if predicted_mf != stored_mf {
+                out.push(format!(
+                    "managedFields: predicted {}, server {}",
+                    Value::Array(predicted_mf),
+                    Value::Array(stored_mf)
+                ));
+            }
+            let rv = |o: Option<&Value>| {
+                o.and_then(|o| o["metadata"]["resourceVersion"].as_str().map(String::from))
+            };
+            let wrote = rv(before) != rv(Some(stored));
+            let predicted_write = p.writes();
+            if wrote != predicted_write {
+                out.push(format!(
+                    "write: predicted {v:?} (writes: {predicted_write}), server {}",
+                    if wrote { "wrote" } else { "did not write" }
+                ));
+            }
+        }
+    }
+    out
+}
