@@ -193,7 +193,10 @@ impl RealApi {
         // its main thread (a zombie already) and hold the listening socket a moment longer.
         let gone = std::time::Instant::now() + Duration::from_secs(60);
         while std::net::TcpStream::connect(("127.0.0.1", self.port + 2)).is_ok() {
-            assert!(std::time::Instant::now() < gone, "apiserver {pid} did not stop");
+            assert!(
+                std::time::Instant::now() < gone,
+                "apiserver {pid} did not stop"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         // Started in the background by a shell, as start.sh does (not this binary's child:
@@ -245,7 +248,8 @@ impl RealApi {
                 }
             }
             if std::time::Instant::now() > ready {
-                let log = std::fs::read_to_string(self.run.join("apiserver.log")).unwrap_or_default();
+                let log =
+                    std::fs::read_to_string(self.run.join("apiserver.log")).unwrap_or_default();
                 let tail: Vec<&str> = log.lines().rev().take(30).collect();
                 panic!(
                     "the restarted apiserver does not serve {waiting:?}; its log ends:\n{}",
