@@ -113,6 +113,8 @@ pub struct Discovered {
 #[derive(Clone, Debug)]
 pub struct Catalog {
     builtin: Arc<Schema>,
+    /// The built-in types' value formats (int32, base64 bytes).
+    formats: Option<&'static crate::schema::formats::Formats>,
     /// Custom resources by group/version/kind.
     custom: HashMap<Gvk, Custom>,
     /// A cluster's published schemas (OpenAPI v3), searched before the built-in bundle.
@@ -128,11 +130,22 @@ impl Catalog {
     pub fn kubernetes(version: &str) -> Result<Catalog, SchemaError> {
         Ok(Catalog {
             builtin: shared_builtin(version)?,
+            formats: builtin::formats(version).ok(),
             custom: HashMap::new(),
             served: Vec::new(),
             discovered: HashMap::new(),
             validations: HashMap::new(),
         })
+    }
+
+    /// Values the built-in kinds' types cannot hold in `obj` (`info`'s type): located by the
+    /// path kube-apiserver prints. Custom resources have none (their schema is checked after
+    /// the merge, see [`crate::validation`]).
+    pub fn format_problems(&self, info: &TypeInfo, obj: &Value) -> Vec<(String, String)> {
+        match self.formats {
+            Some(f) if !info.custom_resource => f.check(&info.gvk, obj),
+            _ => Vec::new(),
+        }
     }
 
     /// Adds the types a CustomResourceDefinition defines.

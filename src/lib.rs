@@ -15,7 +15,8 @@
 //! | [`managedfields`] | kube-apiserver's field-manager layer: entries, identities, 409s |
 //! | [`predict`] | one apply predicted, with explanations |
 //!
-//! Around it: [`replay`] (the reference oracle's case format) and [`cli`].
+//! Around it: [`replay`] (the reference oracle's case format) and [`cli`]; [`deadline`] lets
+//! long loops stop when their caller gives up.
 //!
 //! # How data flows
 //!
@@ -40,6 +41,7 @@ pub mod cache;
 pub mod catalog;
 pub mod check;
 pub mod cli;
+pub mod deadline;
 pub mod fieldpath;
 pub mod live;
 pub mod managedfields;

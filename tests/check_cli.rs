@@ -63,8 +63,9 @@ fn example(extra: &[&str]) -> Output {
     fieldguard(&a)
 }
 
+/// The JSON on standard output (a check report validated against the format's schema).
 fn json_of(o: &Output) -> Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
+    support::reports::parse_json(&o.stdout)
 }
 
 /// (kind, name) → conflict paths, from a JSON report.
@@ -194,39 +195,7 @@ fn forcing_takes_over_and_selective_force_only_from_matching_managers() {
     assert_eq!(none["summary"]["conflicted"], 3);
 }
 
-fn python() -> Option<PathBuf> {
-    let p = root().join(".venv/bin/python");
-    if p.exists() {
-        return Some(p);
-    }
-    assert!(
-        std::env::var_os("FIELDGUARD_REQUIRE_VALIDATORS").is_none(),
-        "report validators missing: run scripts/setup.sh"
-    );
-    None
-}
-
-fn validate(kind: &str, bytes: &[u8]) {
-    let Some(py) = python() else {
-        eprintln!("skipping schema validation ({kind}): run scripts/setup.sh");
-        return;
-    };
-    let dir = tempdir("validate");
-    let f = dir.join(format!("report.{kind}"));
-    std::fs::write(&f, bytes).unwrap();
-    let out = Command::new(py)
-        .arg(root().join("scripts/validate-report.py"))
-        .arg(kind)
-        .arg(&f)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{kind} report invalid:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+use support::reports::validate;
 
 fn tempdir(name: &str) -> PathBuf {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -791,6 +760,35 @@ fn grpcurl_calls_the_service(addr: &str) {
     assert_eq!(obj["verdict"], "VERDICT_CONFLICT", "{out}");
     assert_eq!(obj["conflicts"][0]["path"], ".spec.replicas");
     assert_eq!(obj["resourceVersion"], "48213");
+    // An invalid request: the error details are decoded through reflection
+    // (google/rpc/error_details.proto is served), violations keyed by manifest index.
+    let bad = {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(b"kind: ConfigMap\n")
+    };
+    let body = format!(
+        r#"{{"fieldManager":"helm","manifests":[{{"name":"bad.yaml","content":"{bad}"}}]}}"#
+    );
+    let o = Command::new(&grpcurl)
+        .args([
+            "-plaintext",
+            "-d",
+            &body,
+            addr,
+            "fieldguard.v1.Analysis/PredictConflicts",
+        ])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(text.contains("google.rpc.BadRequest"), "{text}");
+    assert!(text.contains("fieldViolations"), "{text}");
+    assert!(text.contains("\"manifests[0]\""), "{text}");
+    assert!(text.contains("bad.yaml:1: document 1"), "{text}");
 }
 
 fn http_get(addr: &str, path: &str) -> String {

@@ -22,6 +22,9 @@ fn fieldguard(args: &[&str]) -> Output {
 }
 
 fn json_of(o: &Output) -> Value {
+    if o.stdout.starts_with(b"{") {
+        return support::reports::parse_json(&o.stdout);
+    }
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
         panic!(
             "not JSON ({e}): {}\n{}",

@@ -432,14 +432,24 @@ async fn predictions_equal_what_the_real_apiserver_does() {
             .entry(format!("{} at {}", o.kind, o.version))
             .or_default() += 1;
         let found = compare(&p, live.as_ref(), &answer);
+        if !p.notes.is_empty() {
+            let what = if wrote { "rewrote" } else { "did not write" };
+            *counts
+                .entry(format!("noted stored form, server {what}"))
+                .or_default() += 1;
+        }
         history.push(format!(
             "{step}: {name}: apply by {manager}{}: {m}",
             if force { " (forced)" } else { "" }
         ));
         if !found.is_empty() {
             disagreements.push(format!(
-                "step {step} ({name}, {manager}, force {force})\n  manifest {m}\n  live {}\n  {}",
+                "step {step} ({name}, {manager}, force {force})\n  manifest {m}\n  live {}\n  server {}\n  {}",
                 live.map(|l| l.to_string()).unwrap_or_else(|| "none".into()),
+                match &answer {
+                    Ok(v) => v.to_string(),
+                    Err(r) => format!("{r:?}"),
+                },
                 found.join("\n  ")
             ));
             if disagreements.len() >= 5 {
@@ -674,4 +684,166 @@ async fn validation_equals_the_servers() {
         }
     }
     println!("validation: {checked} causes equal to the server's");
+}
+
+/// Metadata the apiserver refuses, message for message (fieldguard refuses it before any
+/// request): names by a custom resource's rule, label keys and values, annotation keys and
+/// their total size — each object created on the real server, whose 422 must equal what
+/// `validation::meta` says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_refusals_equal_the_servers() {
+    let Some((api, _)) = with_crd("widget-crd.yaml", GROUP_VERSION).await else {
+        return;
+    };
+    let big = "v".repeat(300 * 1024);
+    let cases: Vec<(String, Value)> = vec![
+        ("Foo_Bar".into(), json!({})),
+        ("a".repeat(254), json!({})),
+        ("ok".into(), json!({"labels": {"bad key!": "x"}})),
+        ("ok".into(), json!({"labels": {"a/b/c": "x"}})),
+        ("ok".into(), json!({"labels": {"/x": "x"}})),
+        ("ok".into(), json!({"labels": {"BAD_prefix!/x": "x"}})),
+        ("ok".into(), json!({"labels": {"k".repeat(64): "x"}})),
+        ("ok".into(), json!({"labels": {"k": "-bad"}})),
+        ("ok".into(), json!({"labels": {"k": "v".repeat(64)}})),
+        (
+            "ok".into(),
+            json!({"annotations": {"Example.com/Fine": "x", "bad key": "y"}}),
+        ),
+        ("ok".into(), json!({"annotations": {"big": big}})),
+    ];
+    let collection = format!("/apis/{GROUP_VERSION}/namespaces/{NAMESPACE}/widgets");
+    for (name, extra) in cases {
+        let mut meta = json!({"name": name, "namespace": NAMESPACE});
+        for (k, v) in extra.as_object().unwrap() {
+            meta[k] = v.clone();
+        }
+        let obj = json!({"apiVersion": GROUP_VERSION, "kind": "Widget", "metadata": meta});
+        let ours: Vec<fieldguard::validation::FieldError> =
+            fieldguard::validation::meta::object_meta(
+                &fieldguard::value::json::parse_str(&obj.to_string()).unwrap(),
+                "fieldguard.test",
+                "Widget",
+                true,
+            )
+            .into_iter()
+            .map(|(e, _)| e)
+            .collect();
+        assert_eq!(ours.len(), 1, "{name}: {ours:?}");
+        let answer = write(
+            &api,
+            http::Method::POST,
+            &collection,
+            "application/json",
+            &obj,
+        )
+        .await;
+        let refusal = answer.expect_err("the server accepted invalid metadata");
+        assert_eq!(refusal.code, 422, "{refusal:?}");
+        assert_eq!(
+            fieldguard::validation::invalid_message("Widget", "fieldguard.test", &name, &ours),
+            refusal.message,
+            "{name}"
+        );
+        assert_eq!(
+            refusal.causes,
+            vec![(
+                ours[0].field.clone(),
+                ours[0].reason.clone(),
+                ours[0].message.clone()
+            )]
+        );
+    }
+}
+
+/// The documented divergence, as a scenario: an apply of `template.metadata.labels: {}` is
+/// stored as sent when it comes through the storage version (v1) but normalized when it comes
+/// through another (v2); the server serves `metadata: {}` either way, and the manager owns
+/// `labels` either way. The next apply that changes nothing is a write in the first case and
+/// none in the second — and nothing a client can read tells them apart. fieldguard predicts
+/// `unchanged` with a note saying the server may rewrite; here is the server doing both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_form_rewrites() {
+    let Some((api, _)) = with_crd("widget-crd.yaml", GROUP_VERSION).await else {
+        return;
+    };
+    let Some((_, mut catalog)) = with_crd(
+        "gadget-crd.yaml",
+        &[GROUP_VERSION, "fieldguard.test/v2"].join(","),
+    )
+    .await
+    else {
+        return;
+    };
+    for (version, rewrites) in [("v1", true), ("v2", false)] {
+        let o = Obj {
+            kind: "Gadget",
+            plural: "gadgets",
+            name: "stored",
+            version,
+        };
+        let _ = write(
+            &api,
+            http::Method::DELETE,
+            &o.url(),
+            "application/json",
+            &json!({}),
+        )
+        .await;
+        let with_empty_labels = json!({"apiVersion": o.api_version(), "kind": "Gadget",
+            "metadata": {"name": "stored", "namespace": NAMESPACE},
+            "spec": {"template": {"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": {}},
+                                  "spec": {"restartPolicy": "Never"}}}});
+        write(
+            &api,
+            http::Method::PATCH,
+            &format!("{}?fieldManager=bob", o.url()),
+            "application/apply-patch+yaml",
+            &with_empty_labels,
+        )
+        .await
+        .unwrap();
+        let live = get(&api, &o.url()).await.unwrap();
+        assert_eq!(
+            live["spec"]["template"]["metadata"],
+            json!({}),
+            "served normalized"
+        );
+        assert!(
+            live["metadata"]["managedFields"]
+                .to_string()
+                .contains("f:labels")
+        );
+        let nothing = json!({"apiVersion": o.api_version(), "kind": "Gadget",
+                             "metadata": {"name": "stored", "namespace": NAMESPACE}});
+        let p = predict(
+            &mut catalog,
+            NAMESPACE,
+            Some(&live),
+            &nothing,
+            "alice",
+            false,
+            0,
+        );
+        assert_eq!(p.verdict, Verdict::Unchanged);
+        assert!(
+            p.notes
+                .iter()
+                .any(|n| n.contains(".spec.template.metadata.labels is owned but not served")),
+            "{:?}",
+            p.notes
+        );
+        let answer = write(
+            &api,
+            http::Method::PATCH,
+            &format!("{}?fieldManager=alice", o.url()),
+            "application/apply-patch+yaml",
+            &nothing,
+        )
+        .await
+        .unwrap();
+        let wrote = answer["metadata"]["resourceVersion"] != live["metadata"]["resourceVersion"];
+        assert_eq!(wrote, rewrites, "written through {version}");
+        assert!(compare(&p, Some(&live), &Ok(answer)).is_empty());
+    }
 }

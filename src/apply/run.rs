@@ -210,29 +210,19 @@ fn now_rfc3339() -> String {
         .unwrap_or_default()
 }
 
-fn root_of(api_version: &str) -> String {
-    if api_version.contains('/') {
-        format!("/apis/{api_version}")
-    } else {
-        format!("/api/{api_version}")
-    }
-}
-
 /// URL of the collection and of the object.
 fn urls(api_version: &str, plural: &str, r: &ObjectRef) -> (String, String) {
-    let root = root_of(api_version);
-    let coll = if r.namespace.is_empty() {
-        format!("{root}/{plural}")
-    } else {
-        format!("{root}/namespaces/{}/{plural}", r.namespace)
-    };
-    let obj = format!("{coll}/{}", r.name);
-    (coll, obj)
+    use crate::live::cluster::resource_path;
+    (
+        resource_path(api_version, plural, &r.namespace, None),
+        resource_path(api_version, plural, &r.namespace, Some(&r.name)),
+    )
 }
 
 async fn list_secrets(api: &Api, ns: &str, selector: &str) -> Result<Vec<Value>, ClusterError> {
     let path = format!(
-        "/api/v1/namespaces/{ns}/secrets?labelSelector={}",
+        "{}?labelSelector={}",
+        crate::live::cluster::resource_path("v1", "secrets", ns, None),
         percent_encode(selector)
     );
     Ok(api
@@ -597,7 +587,7 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
         source: release::Source::Fieldguard,
         results: vec![],
     };
-    let records = format!("/api/v1/namespaces/{ns}/secrets");
+    let records = crate::live::cluster::resource_path("v1", "secrets", &ns, None);
     if !req.dry_run {
         write_record(api, &records, &record, true).await?;
     }
@@ -837,6 +827,12 @@ async fn write_record(
             .await
     };
     res.map(|_| ()).map_err(|e| match e {
+        // The apiserver answered: a refusal (no permission to write Secrets there, a quota),
+        // not an unreachable cluster.
+        Ok(s) if s.code < 500 => RunError::Refused(format!(
+            "cannot record revision {} of {} (a Secret in {records}): {} ({})",
+            rev.revision, rev.name, s.message, s.code
+        )),
         Ok(s) => RunError::Cluster(format!(
             "cannot record revision {} of {}: {} ({})",
             rev.revision, rev.name, s.message, s.code
@@ -1200,8 +1196,8 @@ async fn wait_for(
 /// The object's latest events, for failure messages.
 async fn events_of(api: &Api, r: &ObjectRef) -> String {
     let path = format!(
-        "/api/v1/namespaces/{}/events?fieldSelector={}",
-        r.namespace,
+        "{}?fieldSelector={}",
+        crate::live::cluster::resource_path("v1", "events", &r.namespace, None),
         percent_encode(&format!("involvedObject.name={}", r.name))
     );
     let Ok(Some(list)) = api.get_json(&path).await else {

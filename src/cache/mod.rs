@@ -243,16 +243,8 @@ impl ClusterCache {
     }
 
     fn object_path(r: &ServedResource, namespace: &str, name: &str) -> String {
-        let root = if r.api_version.contains('/') {
-            format!("/apis/{}", r.api_version)
-        } else {
-            format!("/api/{}", r.api_version)
-        };
-        if r.namespaced {
-            format!("{root}/namespaces/{namespace}/{}/{name}", r.plural)
-        } else {
-            format!("{root}/{}/{name}", r.plural)
-        }
+        let ns = if r.namespaced { namespace } else { "" };
+        crate::live::cluster::resource_path(&r.api_version, &r.plural, ns, Some(name))
     }
 }
 

@@ -19,15 +19,8 @@ const METADATA: &str =
     "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
 
 fn base(r: &ServedResource, namespace: Option<&str>) -> String {
-    let root = if r.api_version.contains('/') {
-        format!("/apis/{}", r.api_version)
-    } else {
-        format!("/api/{}", r.api_version)
-    };
-    match namespace.filter(|_| r.namespaced) {
-        Some(ns) => format!("{root}/namespaces/{ns}/{}", r.plural),
-        None => format!("{root}/{}", r.plural),
-    }
+    let ns = namespace.filter(|_| r.namespaced).unwrap_or("");
+    crate::live::cluster::resource_path(&r.api_version, &r.plural, ns, None)
 }
 
 enum End {

@@ -18,6 +18,7 @@ pub fn redact_object(obj: Value) -> Value {
 pub use suggest::{Action, Suggestion};
 
 use crate::catalog::{Catalog, TypeInfo};
+use crate::deadline::{Deadline, Expired};
 use crate::fieldpath::PathElement;
 use crate::live::{LiveObjects, ObjectRef};
 use crate::managedfields::{Identity, Prepared, Time};
@@ -116,6 +117,16 @@ pub fn resolve(
     catalog: &mut Catalog,
     namespace: &str,
 ) -> Result<Vec<Target>, Vec<ManifestError>> {
+    resolve_until(docs, catalog, namespace, &Deadline::default())
+}
+
+/// [`resolve`], giving up (with one error saying so) when `deadline` passes.
+pub fn resolve_until(
+    docs: Vec<Document>,
+    catalog: &mut Catalog,
+    namespace: &str,
+    deadline: &Deadline,
+) -> Result<Vec<Target>, Vec<ManifestError>> {
     let mut errors = Vec::new();
     for d in docs.iter().filter(|d| crd::is_crd(&d.object)) {
         if let Err(e) = catalog.add_crd(&d.object) {
@@ -124,7 +135,10 @@ pub fn resolve(
     }
     let mut targets: Vec<Target> = Vec::with_capacity(docs.len());
     let mut seen: HashMap<ObjectRef, Origin> = HashMap::new();
-    for mut doc in docs {
+    for (i, mut doc) in docs.into_iter().enumerate() {
+        if i % 64 == 0 && deadline.expired() {
+            return Err(vec![located(&doc, None, Expired.to_string())]);
+        }
         let info = match catalog.lookup(doc.api_version(), doc.kind()) {
             Ok(i) => i,
             Err(e) => {
@@ -153,6 +167,30 @@ pub fn resolve(
             namespace: ns,
             name: doc.name().to_string(),
         };
+        // Metadata the apiserver refuses (a name that is no path segment of its kind, a bad
+        // label key): refused here, before any request is built from it.
+        let meta_errors = crate::validation::meta::object_meta(
+            &doc.object,
+            &object_ref.group,
+            &object_ref.kind,
+            info.namespaced,
+        );
+        let format_errors = catalog.format_problems(&info, &doc.object);
+        if !meta_errors.is_empty() || !format_errors.is_empty() {
+            for (at, message) in format_errors {
+                let mut err = located(&doc, Some(&at), message);
+                err.line = Some(doc.line_of_printed(&at));
+                errors.push(err);
+            }
+            for (e, at) in meta_errors {
+                let mut err = located(&doc, Some(&format!(".{}", e.field)), e.to_string());
+                err.line = Some(doc.line_of_printed(&at));
+                err.path = Some(format!(".{}", e.field));
+                err.message = format!("{} (the apiserver refuses this: 422)", e.message);
+                errors.push(err);
+            }
+            continue;
+        }
         if let Some(first) = seen.get(&object_ref) {
             errors.push(located(
                 &doc,
@@ -258,6 +296,9 @@ pub struct ObjectReport {
     /// What of the type's schema fieldguard did not evaluate (e.g. CEL rules).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub not_evaluated: Vec<String>,
+    /// What else the apply does that the verdict does not say.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// Why the object cannot be applied (verdict `invalid`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -265,6 +306,10 @@ pub struct ObjectReport {
     pub origin: Origin,
     #[serde(skip)]
     pub object_ref: ObjectRef,
+    /// Where the live object came from, when it is what cannot be read (a snapshot's file):
+    /// the problem is located there, not in the manifest.
+    #[serde(skip)]
+    pub live_origin: Option<Origin>,
 }
 
 /// Counts over a check.
@@ -289,7 +334,7 @@ pub struct Summary {
 }
 
 /// The result of a check.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Report {
     pub field_manager: String,
     pub force: Force,
@@ -348,17 +393,36 @@ pub fn run(
     opts: &Options,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Report {
+    match run_until(targets, live, opts, progress, &Deadline::default()) {
+        Ok(r) => r,
+        Err(Expired) => unreachable!("no deadline"),
+    }
+}
+
+/// [`run`], stopping (between objects) when `deadline` passes.
+pub fn run_until(
+    targets: &[Target],
+    live: &dyn LiveObjects,
+    opts: &Options,
+    progress: &mut dyn FnMut(usize, usize),
+    deadline: &Deadline,
+) -> Result<Report, Expired> {
     let mut objects = Vec::with_capacity(targets.len());
     for (i, t) in targets.iter().enumerate() {
-        objects.push(check_one(t, live.get(&t.object_ref), opts));
+        deadline.check()?;
+        let mut o = check_one(t, live.get(&t.object_ref), opts);
+        if o.live_origin.is_some() {
+            o.live_origin = live.origin(&t.object_ref);
+        }
+        objects.push(o);
         progress(i + 1, targets.len());
     }
-    Report {
+    Ok(Report {
         field_manager: opts.field_manager.clone(),
         force: opts.force.clone(),
         source: live.describe(),
         objects,
-    }
+    })
 }
 
 /// The engine's whole prediction for one target against its live object (`None`: it does
@@ -460,14 +524,18 @@ pub fn check_one(t: &Target, live: Option<&Value>, opts: &Options) -> ObjectRepo
         message: None,
         rejections: vec![],
         not_evaluated: vec![],
+        notes: vec![],
         error: None,
         origin: doc.origin.clone(),
         object_ref: t.object_ref.clone(),
+        live_origin: None,
     };
     let p = match predict_target(t, live, opts) {
         Ok(p) => p,
         Err(e) => {
             report.error = Some(e);
+            // Only the live object can fail here: `check_in` says where it came from.
+            report.live_origin = Some(Origin::default());
             return report;
         }
     };
@@ -476,6 +544,7 @@ pub fn check_one(t: &Target, live: Option<&Value>, opts: &Options) -> ObjectRepo
     report.error = p.error.clone();
     report.rejections = p.rejections.clone();
     report.not_evaluated = p.not_evaluated.clone();
+    report.notes = p.notes.clone();
     report.owned_fields = p
         .managed
         .fields
@@ -521,6 +590,16 @@ pub fn invalid_objects(report: &Report, targets: &[Target]) -> Vec<ManifestError
         .filter(|(o, _)| o.verdict == Verdict::Invalid)
         .map(|(o, t)| {
             let error = o.error.as_deref().unwrap_or("cannot be applied");
+            if let Some(at) = &o.live_origin {
+                // The live object is broken (its managedFields, its values): say where it is.
+                return ManifestError {
+                    file: at.file.clone(),
+                    doc: Some(at.doc),
+                    line: Some(at.line),
+                    path: None,
+                    message: format!("{} (live state): {error}", o.object_ref),
+                };
+            }
             let path = error_path(error);
             ManifestError {
                 file: o.origin.file.clone(),

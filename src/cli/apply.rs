@@ -2,16 +2,14 @@
 //! and report per object.
 
 use super::check::manifest_inputs;
-use super::{
-    EXIT_APPLY_FAILED, EXIT_CONFLICTS, EXIT_INVALID, EXIT_UNREACHABLE, ExitCode, print_errors,
-};
+use super::{EXIT_APPLY_FAILED, EXIT_CONFLICTS, EXIT_INVALID, EXIT_UNREACHABLE, ExitCode};
 use crate::apply::release::ServerSide;
 use crate::apply::run::{self, Outcome, Request, RunError};
 use crate::live::cluster::{Cluster, ClusterOptions};
 use crate::manifest;
 use crate::report::{self, Format};
 use clap::{Args, ValueEnum};
-use std::io::{IsTerminal, Read};
+use std::io::IsTerminal;
 use std::time::Duration;
 
 #[derive(Args, Debug)]
@@ -22,14 +20,17 @@ pub struct ApplyArgs {
     /// Manifest files or directories; `-` reads standard input.
     #[arg(value_name = "MANIFEST")]
     pub manifests: Vec<String>,
+    /// More manifests (as kubectl's -f; repeatable).
     #[arg(short = 'f', long = "filename", value_name = "PATH")]
     pub filenames: Vec<String>,
     /// The release namespace (and the namespace of objects that name none).
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
+    /// Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster config).
     #[arg(long, env = "KUBECONFIG", value_name = "PATH")]
     pub kubeconfig: Option<std::path::PathBuf>,
-    #[arg(long)]
+    /// Kubeconfig context (default: the current context).
+    #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
     /// The field manager of the release's writes.
     #[arg(long, env = "FIELDGUARD_FIELD_MANAGER", default_value = "fieldguard")]
@@ -73,6 +74,12 @@ pub struct ApplyArgs {
     /// Output of the prediction and the results.
     #[arg(short = 'o', long, value_enum, default_value = "text")]
     pub output: Output,
+    /// Accept manifests that hold no object: every object of the release is deleted
+    /// (otherwise exit 2: an empty input is usually a failed render upstream).
+    #[arg(long)]
+    pub allow_empty: bool,
+    #[command(flatten)]
+    pub limits: super::limits::LimitArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -113,11 +120,12 @@ pub fn run(args: ApplyArgs) -> ExitCode {
             Err(e) => return super::usage_error(&e),
         };
         // The manifest text is recorded on the revision; read it once.
-        let (files, errors) = manifest::read_files(&inputs, &mut std::io::stdin().lock());
+        let limits = args.limits.manifests(manifest::Limits::MANIFESTS);
+        let (files, errors) = manifest::read_files(&inputs, &mut std::io::stdin().lock(), &limits);
         if !errors.is_empty() {
-            return print_errors(&errors);
+            return invalid(&errors, &args);
         }
-        let mut loaded = manifest::load(&[], &mut std::io::empty().take(0));
+        let mut loaded = manifest::Loaded::new(limits);
         let mut text = String::new();
         for (name, bytes) in &files {
             manifest::parse_into(name, bytes, &mut loaded);
@@ -130,7 +138,10 @@ pub fn run(args: ApplyArgs) -> ExitCode {
             text.push_str(&String::from_utf8_lossy(bytes));
         }
         if !loaded.errors.is_empty() {
-            return print_errors(&loaded.errors);
+            return invalid(&loaded.errors, &args);
+        }
+        if loaded.documents.is_empty() && !args.allow_empty {
+            return invalid(&[super::check::no_objects(&inputs)], &args);
         }
         (loaded.documents, text)
     };
@@ -148,6 +159,7 @@ pub fn run(args: ApplyArgs) -> ExitCode {
         .namespace
         .clone()
         .unwrap_or_else(|| cluster.default_namespace().to_string());
+    let req_namespace = namespace.clone();
     let req = Request {
         release: args.release.clone(),
         namespace,
@@ -169,10 +181,23 @@ pub fn run(args: ApplyArgs) -> ExitCode {
     let result = cluster.block_on(run::run(cluster.api(), req, &mut progress));
     match result {
         Ok(outcome) => finish(&outcome, &args),
-        Err(RunError::Invalid(errors)) => print_errors(&errors),
+        Err(RunError::Invalid(errors)) => invalid(&errors, &args),
         Err(RunError::Refused(m)) => {
+            if args.output == Output::Json {
+                let doc = serde_json::json!({
+                    "apiVersion": report::SCHEMA_VERSION,
+                    "kind": "ApplyRefused",
+                    "release": args.release,
+                    "namespace": req_namespace,
+                    "message": m,
+                });
+                let _ = super::write_stdout(&format!(
+                    "{}\n",
+                    serde_json::to_string_pretty(&doc).unwrap_or_default()
+                ));
+            }
             for line in m.lines() {
-                eprintln!("error: {line}");
+                eprintln!("error: {}", crate::report::printable(line));
             }
             eprintln!("nothing was applied");
             ExitCode::from(EXIT_INVALID)
@@ -182,6 +207,15 @@ pub fn run(args: ApplyArgs) -> ExitCode {
             ExitCode::from(EXIT_UNREACHABLE)
         }
     }
+}
+
+/// Invalid input: located problems on standard error (and as JSON with `-o json`); exit 2.
+fn invalid(errors: &[manifest::ManifestError], args: &ApplyArgs) -> ExitCode {
+    let format = match args.output {
+        Output::Json => Format::Json,
+        Output::Text => Format::Text,
+    };
+    super::check::invalid_input(errors, format)
 }
 
 fn finish(o: &Outcome, args: &ApplyArgs) -> ExitCode {

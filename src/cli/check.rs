@@ -7,7 +7,7 @@ use crate::check::{self, Force, Options};
 use crate::manifest::{self, Input};
 use crate::report::{self, Format};
 use clap::{Args, ValueEnum};
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
@@ -64,6 +64,10 @@ pub struct CheckArgs {
     /// Colour in text reports.
     #[arg(long, value_enum, default_value = "auto")]
     pub color: Color,
+    /// Accept input that holds no object (otherwise exit 2: an empty input is usually a failed
+    /// `helm template` upstream in the pipe).
+    #[arg(long)]
+    pub allow_empty: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -103,13 +107,7 @@ pub(super) fn force_of(conflicts: bool, against: &[String]) -> Result<Force, Exi
     }
 }
 
-/// Writes a report to standard output (exit 2 if it cannot be written).
-pub(super) fn write_stdout(text: &str) -> Result<(), ExitCode> {
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|_| out.flush())
-        .map_err(|_| ExitCode::from(EXIT_INVALID))
-}
+pub(super) use super::write_stdout;
 
 pub fn run(args: CheckArgs) -> ExitCode {
     let force = match force_of(args.force_conflicts, &args.force_against) {
@@ -143,11 +141,21 @@ pub fn run(args: CheckArgs) -> ExitCode {
             n => ExitCode::from(n),
         };
     }
-    let loaded = manifest::load(&inputs, &mut std::io::stdin().lock());
+    let limits = args.live.limits.manifests(manifest::Limits::MANIFESTS);
+    let loaded = manifest::load_with(&inputs, &mut std::io::stdin().lock(), true, &limits);
     if !loaded.errors.is_empty() {
-        return print_errors(&loaded.errors);
+        return invalid_input(&loaded.errors, args.output);
     }
-    let mut source = match LiveSource::open(&args.live) {
+    if loaded.documents.is_empty() && !args.allow_empty {
+        return invalid_input(&[no_objects(&inputs)], args.output);
+    }
+    let unnamespaced: Vec<manifest::Origin> = loaded
+        .documents
+        .iter()
+        .filter(|d| d.namespace().is_none())
+        .map(|d| d.origin.clone())
+        .collect();
+    let mut source = match LiveSource::open_for(&args.live, args.output) {
         Ok(s) => s,
         Err(code) => return code,
     };
@@ -156,8 +164,22 @@ pub fn run(args: CheckArgs) -> ExitCode {
     }
     let targets = match check::resolve(loaded.documents, &mut source.catalog, &source.namespace) {
         Ok(t) => t,
-        Err(errors) => return print_errors(&errors),
+        Err(errors) => return invalid_input(&errors, args.output),
     };
+    // A snapshot has no current context to take a namespace from: say where objects went.
+    if source.snapshot().is_some() && args.live.namespace.is_none() {
+        let defaulted = targets
+            .iter()
+            .filter(|t| t.info.namespaced && unnamespaced.contains(&t.doc.origin))
+            .count();
+        if defaulted > 0 {
+            eprintln!(
+                "note: {defaulted} object(s) name no namespace and were checked in {:?} (no -n \
+                 given; a snapshot has no context to take one from)",
+                source.namespace
+            );
+        }
+    }
     let live = match source.objects_for(&targets) {
         Ok(l) => l,
         Err(code) => return code,
@@ -176,9 +198,39 @@ pub fn run(args: CheckArgs) -> ExitCode {
     // Nothing partial: an object that cannot be applied fails the whole check.
     let invalid = check::invalid_objects(&report, &targets);
     if !invalid.is_empty() {
-        return print_errors(&invalid);
+        return invalid_input(&invalid, args.output);
     }
     finish(&report, &args)
+}
+
+/// Invalid input: the problems on standard error and, for the machine formats, a document
+/// that says so on standard output (SARIF results, JUnit errors, JSON `InvalidInput`) so a
+/// CI upload step gets the located problems; exit 2.
+pub(super) fn invalid_input(errors: &[manifest::ManifestError], format: Format) -> ExitCode {
+    if let Some(doc) = report::render_errors(errors, format) {
+        let _ = write_stdout(&doc);
+    }
+    print_errors(errors)
+}
+
+/// The problem of an input without objects.
+pub(super) fn no_objects(inputs: &[Input]) -> manifest::ManifestError {
+    let names: Vec<String> = inputs
+        .iter()
+        .map(|i| match i {
+            Input::Stdin => "<stdin>".to_string(),
+            Input::Path(p) => p.display().to_string(),
+        })
+        .collect();
+    manifest::ManifestError {
+        file: std::sync::Arc::from(names.join(", ")),
+        doc: None,
+        line: None,
+        path: None,
+        message: "no objects in the input (empty, only comments, or an empty List); \
+                  --allow-empty accepts that"
+            .into(),
+    }
 }
 
 /// Prints the report; the exit code follows from it.

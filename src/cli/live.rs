@@ -2,7 +2,7 @@
 //! (`--snapshot`), or a cluster through the usual kubeconfig resolution (`KUBECONFIG`,
 //! `--kubeconfig`, `--context`, in-cluster config). Read-only either way.
 
-use super::{EXIT_UNREACHABLE, ExitCode, print_errors};
+use super::{EXIT_UNREACHABLE, ExitCode};
 use crate::catalog::{Catalog, DEFAULT_KUBERNETES};
 use crate::check::Target;
 use crate::live::LiveObjects;
@@ -31,6 +31,8 @@ pub struct LiveArgs {
     /// Kubernetes version whose built-in schemas a snapshot uses (a cluster serves its own).
     #[arg(long, value_name = "VERSION", default_value = DEFAULT_KUBERNETES)]
     pub kubernetes_version: String,
+    #[command(flatten)]
+    pub limits: super::limits::LimitArgs,
 }
 
 enum Source {
@@ -49,14 +51,27 @@ impl LiveSource {
     /// Opens the source the arguments name; prints the problem and returns the exit code if it
     /// cannot be opened (2 for unreadable snapshots, 3 for unreachable clusters).
     pub fn open(args: &LiveArgs) -> Result<LiveSource, ExitCode> {
+        Self::open_for(args, crate::report::Format::Text)
+    }
+
+    /// [`LiveSource::open`]; an unreadable snapshot is also reported in `format`.
+    pub fn open_for(
+        args: &LiveArgs,
+        format: crate::report::Format,
+    ) -> Result<LiveSource, ExitCode> {
+        let print_errors =
+            |e: Vec<crate::manifest::ManifestError>| super::check::invalid_input(&e, format);
         if !args.snapshot.is_empty() {
             let mut catalog = Catalog::kubernetes(&args.kubernetes_version)
                 .map_err(|e| super::usage_error(&format!("--kubernetes-version: {e}")))?;
             let inputs: Vec<Input> = args.snapshot.iter().map(|s| Input::parse(s)).collect();
-            let snap = Snapshot::load(&inputs, &mut std::io::stdin().lock())
-                .map_err(|e| print_errors(&e))?;
-            snap.extend_catalog(&mut catalog)
-                .map_err(|e| print_errors(&e))?;
+            let snap = Snapshot::load_within(
+                &inputs,
+                &mut std::io::stdin().lock(),
+                &args.limits.snapshot(),
+            )
+            .map_err(print_errors)?;
+            snap.extend_catalog(&mut catalog).map_err(print_errors)?;
             return Ok(LiveSource {
                 catalog,
                 namespace: args.namespace.clone().unwrap_or_else(|| "default".into()),

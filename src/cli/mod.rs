@@ -6,6 +6,7 @@
 
 mod apply;
 mod check;
+mod limits;
 mod live;
 mod ownership;
 mod progress;
@@ -34,6 +35,21 @@ const EXIT_CODES: &str = "Exit codes:
 
 Installed as `kubectl-fieldguard` on the PATH, it runs as `kubectl fieldguard ...`.";
 
+const APPLY_EXIT_CODES: &str = "Exit codes:
+  0  applied (or planned) with no conflict
+  1  conflicts the force policy does not allow: the release stopped before its first write
+  2  invalid input or usage, or the release refused (flags, ownership, permissions); nothing
+     was applied
+  3  cluster unreachable
+  4  an object could not be applied or deleted, or did not become ready
+
+Installed as `kubectl-fieldguard` on the PATH, it runs as `kubectl fieldguard ...`.";
+
+const VIEW_EXIT_CODES: &str = "Exit codes:
+  0  shown
+  2  invalid input or usage (every problem is printed with file, document, line and field)
+  3  cluster unreachable";
+
 /// Predicts what a Kubernetes server-side apply will do to field ownership, before you deploy.
 #[derive(Parser, Debug)]
 #[command(name = "fieldguard", version, about, long_about = None, after_help = EXIT_CODES)]
@@ -50,11 +66,13 @@ pub enum Command {
     /// Apply a release: predict every write, then apply server-side (selective force,
     /// optimistic locking, CSA→SSA migration) or client-side (three-way patches) by Helm 4's
     /// HIP-0023 rules; CRDs first, dropped objects deleted, revisions recorded.
-    #[command(after_help = EXIT_CODES)]
+    #[command(after_help = APPLY_EXIT_CODES)]
     Apply(apply::ApplyArgs),
     /// Show an object with each line annotated by the field managers that own it.
+    #[command(after_help = VIEW_EXIT_CODES)]
     Blame(ownership::BlameArgs),
     /// List every field manager across a snapshot or cluster, flagging the usual strays.
+    #[command(after_help = VIEW_EXIT_CODES)]
     Managers(ownership::ManagersArgs),
     /// Serve the gRPC API (predictions and ownership queries) over watched clusters or a snapshot.
     Serve(serve::ServeArgs),
@@ -105,7 +123,7 @@ fn args() -> Vec<std::ffi::OsString> {
 /// Prints located problems to standard error; returns exit code 2.
 pub(crate) fn print_errors(errors: &[ManifestError]) -> ExitCode {
     for e in errors {
-        eprintln!("error: {e}");
+        eprintln!("error: {}", crate::report::printable(&e.to_string()));
     }
     eprintln!("{} problem(s) found; nothing was checked", errors.len());
     ExitCode::from(EXIT_INVALID)
@@ -113,6 +131,19 @@ pub(crate) fn print_errors(errors: &[ManifestError]) -> ExitCode {
 
 /// Prints a usage problem; returns exit code 2.
 pub(crate) fn usage_error(msg: &str) -> ExitCode {
-    eprintln!("error: {msg}");
+    eprintln!("error: {}", crate::report::printable(msg));
     ExitCode::from(EXIT_INVALID)
+}
+
+/// Writes a report to standard output; a closed pipe or a full disk is said on standard
+/// error (exit 2), never silent.
+pub(crate) fn write_stdout(text: &str) -> Result<(), ExitCode> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|_| out.flush())
+        .map_err(|e| {
+            eprintln!("error: cannot write the output to standard output: {e}");
+            ExitCode::from(EXIT_INVALID)
+        })
 }

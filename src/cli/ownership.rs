@@ -14,7 +14,7 @@ use crate::ownership::{blame, inventory};
 use crate::value::Value;
 use clap::{Args, ValueEnum};
 use std::collections::BTreeSet;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::Path;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -31,8 +31,12 @@ pub struct BlameArgs {
     pub target: String,
     #[command(flatten)]
     pub live: LiveArgs,
+    /// Output: text (the object, each line followed by its owners) or JSON (per object: the
+    /// lines with their owners, for scripts).
     #[arg(short = 'o', long, value_enum, default_value = "text")]
     pub output: ViewFormat,
+    /// Colour the owners in text output (auto: when standard output is a terminal and
+    /// NO_COLOR is unset).
     #[arg(long, value_enum, default_value = "auto")]
     pub color: Color,
 }
@@ -41,15 +45,16 @@ pub struct BlameArgs {
 pub struct ManagersArgs {
     #[command(flatten)]
     pub live: LiveArgs,
+    /// Output: text (a table of managers with what they own, strays flagged) or JSON (the
+    /// inventory, for scripts).
     #[arg(short = 'o', long, value_enum, default_value = "text")]
     pub output: ViewFormat,
 }
 
 fn write_out(text: &str) -> ExitCode {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+    match super::write_stdout(text) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(_) => ExitCode::from(super::EXIT_INVALID),
+        Err(code) => code,
     }
 }
 
@@ -179,7 +184,10 @@ pub fn blame(args: BlameArgs) -> ExitCode {
                 if objects.len() > 1 {
                     text.push_str("---\n");
                 }
-                text.push_str(&blame::render(&b, color));
+                text.push_str(&crate::report::terminal_safe(
+                    &blame::render(&b, color),
+                    color,
+                ));
             }
             ViewFormat::Json => docs.push(serde_json::json!({"object": r.to_string(), "blame": b})),
         }
@@ -265,7 +273,7 @@ pub fn managers(args: ManagersArgs) -> ExitCode {
         return usage_error("no source");
     };
     let text = match args.output {
-        ViewFormat::Text => inventory::render(&inv),
+        ViewFormat::Text => crate::report::printable(&inventory::render(&inv)).into_owned(),
         ViewFormat::Json => {
             let mut s = serde_json::to_string_pretty(&inv).unwrap_or_default();
             s.push('\n');

@@ -1,7 +1,7 @@
 //! `check --server`: the same check, answered by a running fieldguard service.
 
 use super::check::CheckArgs;
-use super::{EXIT_INVALID, EXIT_UNREACHABLE, ExitCode, print_errors};
+use super::{EXIT_INVALID, EXIT_UNREACHABLE, ExitCode};
 use crate::check::{Force, Report};
 use crate::manifest::{self, Input};
 use crate::service::convert;
@@ -22,9 +22,11 @@ pub fn predict(
     inputs: &[Input],
     force: Force,
 ) -> Result<Vec<Report>, ExitCode> {
-    let (files, errors) = manifest::read_files(inputs, &mut std::io::stdin().lock());
+    // The service checks the same limits; reading within them here fails early and locally.
+    let limits = args.live.limits.manifests(manifest::Limits::MANIFESTS);
+    let (files, errors) = manifest::read_files(inputs, &mut std::io::stdin().lock(), &limits);
     if !errors.is_empty() {
-        return Err(print_errors(&errors));
+        return Err(super::check::invalid_input(&errors, args.output));
     }
     let request = pb::PredictRequest {
         cluster: String::new(),
@@ -47,6 +49,7 @@ pub fn predict(
             .collect(),
         default_namespace: args.live.namespace.clone().unwrap_or_default(),
         fresh: args.fresh,
+        allow_empty: args.allow_empty,
     };
     let uri = if server.contains("://") {
         server.to_string()
@@ -57,11 +60,15 @@ pub fn predict(
         .enable_all()
         .build()
         .map_err(|e| unreachable(format!("cannot start the runtime: {e}")))?;
-    let read = |p: &std::path::Path| {
-        std::fs::read(p).map_err(|e| super::usage_error(&format!("{}: {e}", p.display())))
+    let read = |flag: &str, p: &std::path::Path| {
+        std::fs::read(p).map_err(|e| super::usage_error(&format!("{flag} {}: {e}", p.display())))
     };
     let token = match (&args.token_file, std::env::var("FIELDGUARD_TOKEN")) {
-        (Some(f), _) => Some(String::from_utf8_lossy(&read(f)?).trim().to_string()),
+        (Some(f), _) => Some(
+            String::from_utf8_lossy(&read("--token-file", f)?)
+                .trim()
+                .to_string(),
+        ),
         (None, Ok(t)) if !t.is_empty() => Some(t),
         _ => None,
     };
@@ -69,10 +76,16 @@ pub fn predict(
     if uri.starts_with("https://") {
         let mut t = tonic::transport::ClientTlsConfig::new().with_native_roots();
         if let Some(ca) = &args.server_ca {
-            t = t.ca_certificate(tonic::transport::Certificate::from_pem(read(ca)?));
+            t = t.ca_certificate(tonic::transport::Certificate::from_pem(read(
+                "--server-ca",
+                ca,
+            )?));
         }
         if let (Some(c), Some(k)) = (&args.client_cert, &args.client_key) {
-            t = t.identity(tonic::transport::Identity::from_pem(read(c)?, read(k)?));
+            t = t.identity(tonic::transport::Identity::from_pem(
+                read("--client-cert", c)?,
+                read("--client-key", k)?,
+            ));
         }
         tls = Some(t);
     }
@@ -95,7 +108,8 @@ pub fn predict(
         }
         let channel = endpoint.connect().await.map_err(|e| {
             Err(unreachable(format!(
-                "fieldguard service {uri} unreachable: {e}"
+                "fieldguard service {uri} unreachable: {}",
+                crate::telemetry::error_chain(&e)
             )))
         })?;
         let mut client = AnalysisClient::new(channel).max_decoding_message_size(256 * 1024 * 1024);
@@ -118,10 +132,17 @@ fn status_exit(uri: &str, s: &tonic::Status) -> ExitCode {
     let details = s.get_error_details();
     if let Some(br) = details.bad_request() {
         for v in &br.field_violations {
-            eprintln!("error: {}", v.description);
+            eprintln!("error: {}", crate::report::printable(&v.description));
         }
     }
-    eprintln!("error: fieldguard service {uri}: {}", s.message());
+    let mut message = s.message().to_string();
+    if let Some(source) = std::error::Error::source(s) {
+        message = format!("{message}: {}", crate::telemetry::error_chain(source));
+    }
+    eprintln!(
+        "error: fieldguard service {uri}: {}",
+        crate::report::printable(&message)
+    );
     match s.code() {
         Code::Unavailable | Code::DeadlineExceeded | Code::Unknown | Code::Internal => {
             ExitCode::from(EXIT_UNREACHABLE)

@@ -88,6 +88,10 @@ pub struct ServeArgs {
     /// Export traces with OpenTelemetry OTLP/gRPC to this endpoint (e.g. http://otel-collector:4317).
     #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL")]
     pub otlp_endpoint: Option<String>,
+    /// What one request's manifests may hold (`--max-input-bytes` also bounds the gRPC
+    /// message), and how large a served snapshot may be.
+    #[command(flatten)]
+    pub limits: super::limits::LimitArgs,
 }
 
 /// What `security` sets up: TLS, authentication, the audit log.
@@ -101,12 +105,17 @@ type Security = (
 fn security(args: &ServeArgs, api: Option<Api>) -> Result<Security, String> {
     use crate::service::auth::{Auth, AuthConfig};
     let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+    let read = |flag: &str, p: &std::path::Path| read(p).map_err(|e| format!("{flag} {e}"));
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(c), Some(k)) => {
-            let mut t = tonic::transport::ServerTlsConfig::new()
-                .identity(tonic::transport::Identity::from_pem(read(c)?, read(k)?));
+            let mut t = tonic::transport::ServerTlsConfig::new().identity(
+                tonic::transport::Identity::from_pem(read("--tls-cert", c)?, read("--tls-key", k)?),
+            );
             if let Some(ca) = &args.tls_client_ca {
-                t = t.client_ca_root(tonic::transport::Certificate::from_pem(read(ca)?));
+                t = t.client_ca_root(tonic::transport::Certificate::from_pem(read(
+                    "--tls-client-ca",
+                    ca,
+                )?));
             }
             Some(t)
         }
@@ -200,7 +209,11 @@ pub fn run(args: ServeArgs) -> ExitCode {
         Err(e) => return usage_error(&format!("--kubernetes-version: {e}")),
     };
     let inputs: Vec<Input> = args.snapshot.iter().map(|s| Input::parse(s)).collect();
-    let snap = match Snapshot::load(&inputs, &mut std::io::stdin().lock()) {
+    let snap = match Snapshot::load_within(
+        &inputs,
+        &mut std::io::stdin().lock(),
+        &args.limits.snapshot(),
+    ) {
         Ok(s) => s,
         Err(e) => return print_errors(&e),
     };
@@ -209,6 +222,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
     }
     let n = snap.len();
     let mut stores = Stores::single("snapshot", Arc::new(SnapshotStore::new(snap, catalog)));
+    stores.limits = args.limits.manifests(crate::manifest::Limits::REQUESTS);
     match security(&args, None) {
         Ok((tls, auth, audit)) => {
             stores.tls = tls;
@@ -322,6 +336,7 @@ fn serve_clusters(args: ServeArgs) -> ExitCode {
             auth,
             tls,
             audit,
+            limits: args.limits.manifests(crate::manifest::Limits::REQUESTS),
         };
         let ready = async move {
             for c in &caches {

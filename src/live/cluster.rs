@@ -122,25 +122,26 @@ impl Cluster {
 }
 
 /// The request path of a collection (`name` None) or of one object, e.g.
-/// `/apis/apps/v1/namespaces/shop/deployments/web`.
+/// `/apis/apps/v1/namespaces/shop/deployments/web`. Every segment is percent-escaped: the one
+/// place request paths are built from names (which are also validated before they get here).
 pub fn resource_path(
     api_version: &str,
     plural: &str,
     namespace: &str,
     name: Option<&str>,
 ) -> String {
-    let root = if api_version.contains('/') {
-        format!("/apis/{api_version}")
-    } else {
-        format!("/api/{api_version}")
+    let e = percent_encode;
+    let root = match api_version.split_once('/') {
+        Some((group, version)) => format!("/apis/{}/{}", e(group), e(version)),
+        None => format!("/api/{}", e(api_version)),
     };
     let coll = if namespace.is_empty() {
-        format!("{root}/{plural}")
+        format!("{root}/{}", e(plural))
     } else {
-        format!("{root}/namespaces/{namespace}/{plural}")
+        format!("{root}/namespaces/{}/{}", e(namespace), e(plural))
     };
     match name {
-        Some(n) => format!("{coll}/{n}"),
+        Some(n) => format!("{coll}/{}", e(n)),
         None => coll,
     }
 }
@@ -305,15 +306,8 @@ impl Cluster {
         r: &ServedResource,
         namespace: Option<&str>,
     ) -> Result<Vec<(ObjectRef, Value)>, ClusterError> {
-        let root = if r.api_version.contains('/') {
-            format!("/apis/{}", r.api_version)
-        } else {
-            format!("/api/{}", r.api_version)
-        };
-        let base = match namespace.filter(|_| r.namespaced) {
-            Some(ns) => format!("{root}/namespaces/{ns}/{}", r.plural),
-            None => format!("{root}/{}", r.plural),
-        };
+        let ns = namespace.filter(|_| r.namespaced).unwrap_or("");
+        let base = resource_path(&r.api_version, &r.plural, ns, None);
         let group = r.api_version.rsplit_once('/').map_or("", |(g, _)| g);
         let mut out = Vec::new();
         let mut cont = String::new();
@@ -367,8 +361,9 @@ impl Api {
         };
         let config = match (&opts.kubeconfig, &opts.context) {
             (Some(path), _) => {
+                // kube's errors name the file already.
                 let kc = Kubeconfig::read_from(path)
-                    .map_err(|e| ClusterError(format!("kubeconfig {}: {e}", path.display())))?;
+                    .map_err(|e| ClusterError(format!("--kubeconfig: {e}")))?;
                 kube::Config::from_custom_kubeconfig(kc, &kc_opts)
                     .await
                     .map_err(|e| ClusterError(format!("kubeconfig {}: {e}", path.display())))?
@@ -675,15 +670,15 @@ impl Api {
     }
 }
 
-/// Percent-encodes a query parameter value.
+/// Characters a path segment or query value keeps as they are (RFC 3986 unreserved); every
+/// other byte is percent-escaped, so a name can never add a segment, a query or a fragment.
+const UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// `s` escaped for a URL path segment or query value.
 pub fn percent_encode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(s, UNRESERVED).to_string()
 }

@@ -60,6 +60,10 @@ pub trait LiveObjects {
     fn get(&self, r: &ObjectRef) -> Option<&Value>;
     /// A short description of where the objects come from (for reports).
     fn describe(&self) -> String;
+    /// Where the object was read from, when that is a file (a snapshot's).
+    fn origin(&self, _r: &ObjectRef) -> Option<crate::manifest::Origin> {
+        None
+    }
 }
 
 /// Objects fetched for one check (from a cluster or a service).
@@ -84,5 +88,8 @@ impl<T: LiveObjects + ?Sized> LiveObjects for &T {
     }
     fn describe(&self) -> String {
         (**self).describe()
+    }
+    fn origin(&self, r: &ObjectRef) -> Option<crate::manifest::Origin> {
+        (**self).origin(r)
     }
 }

@@ -5,7 +5,7 @@
 
 use super::{LiveObjects, ObjectRef};
 use crate::catalog::Catalog;
-use crate::manifest::{self, Document, Input, ManifestError};
+use crate::manifest::{self, Document, Input, Limits, ManifestError};
 use crate::schema::{crd, openapi_v2, openapi_v3};
 use crate::value::Value;
 use std::collections::BTreeMap;
@@ -21,9 +21,19 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Reads a snapshot. Every problem is reported, located; nothing is returned if any.
+    /// Reads a snapshot within [`Limits::SNAPSHOT`]. Every problem is reported, located;
+    /// nothing is returned if any.
     pub fn load(inputs: &[Input], stdin: &mut dyn Read) -> Result<Snapshot, Vec<ManifestError>> {
-        let loaded = manifest::load_with(inputs, stdin, false);
+        Self::load_within(inputs, stdin, &Limits::SNAPSHOT)
+    }
+
+    /// [`Snapshot::load`] within `limits`.
+    pub fn load_within(
+        inputs: &[Input],
+        stdin: &mut dyn Read,
+        limits: &Limits,
+    ) -> Result<Snapshot, Vec<ManifestError>> {
+        let loaded = manifest::load_with(inputs, stdin, false, limits);
         let mut errors = loaded.errors;
         let mut snap = Snapshot {
             source: describe_inputs(inputs),
@@ -119,6 +129,9 @@ impl LiveObjects for Snapshot {
     }
     fn describe(&self) -> String {
         self.source.clone()
+    }
+    fn origin(&self, r: &ObjectRef) -> Option<crate::manifest::Origin> {
+        self.objects.get(r).map(|d| d.origin.clone())
     }
 }
 

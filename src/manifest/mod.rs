@@ -7,19 +7,27 @@
 //! found (invalid text, repeated keys, missing identity, oversized or too deeply nested
 //! documents, alias bombs), each located, and no partial result should be acted upon.
 
+pub mod limits;
 mod lines;
+mod read;
+mod split;
 
+pub use limits::Limits;
 pub use lines::{line_of, line_of_printed};
+pub use read::read_files;
 
+use crate::deadline::Deadline;
 use crate::value::yaml::{Lines, YamlOptions, parse_documents};
-use crate::value::{MAX_DEPTH, MAX_DOCUMENT_BYTES, Value, json};
+use crate::value::{MAX_DEPTH, Value, json};
+use limits::{Limit, over};
 use std::fmt;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-/// Largest manifest file read (a file holds many documents; each is limited separately).
-pub const MAX_FILE_BYTES: usize = 256 * 1024 * 1024;
+/// Problems listed before the rest are summed up in one line (a file of a million broken
+/// documents is not a million lines of errors).
+pub const MAX_ERRORS: usize = 200;
 
 /// Where manifests come from.
 #[derive(Clone, Debug)]
@@ -42,7 +50,7 @@ impl Input {
 }
 
 /// Where an object was found.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Origin {
     /// The file as given (or `<stdin>`).
     pub file: Arc<str>,
@@ -142,9 +150,33 @@ pub struct Loaded {
     pub documents: Vec<Document>,
     pub errors: Vec<ManifestError>,
     check_identity: bool,
+    /// What the input may hold.
+    pub limits: Limits,
+    /// When to give up reading.
+    pub deadline: Deadline,
+    /// Bytes and documents taken in so far (against the limits' totals).
+    bytes: u64,
+    counted: usize,
+    /// Reading stopped (too many errors, a total exceeded, the deadline).
+    stopped: bool,
 }
 
 impl Loaded {
+    /// Nothing read yet; manifests within `limits` (every object needs an identity).
+    pub fn new(limits: Limits) -> Loaded {
+        Loaded {
+            check_identity: true,
+            limits,
+            ..Loaded::default()
+        }
+    }
+
+    /// The same, stopping at `deadline`.
+    pub fn until(mut self, deadline: Deadline) -> Loaded {
+        self.deadline = deadline;
+        self
+    }
+
     fn error(&mut self, file: &Arc<str>, doc: Option<usize>, line: Option<u32>, msg: String) {
         self.errors.push(ManifestError {
             file: file.clone(),
@@ -154,25 +186,74 @@ impl Loaded {
             message: msg,
         });
     }
+
+    /// Stops reading: nothing more is parsed.
+    fn stop(&mut self) {
+        self.stopped = true;
+    }
+
+    /// Counts `n` more documents; false (with an error) past the limit.
+    fn count(&mut self, name: &Arc<str>, n: usize) -> bool {
+        self.counted += n;
+        if self.counted > self.limits.documents {
+            let msg = format!(
+                "the input holds {} documents or more, {}",
+                self.counted,
+                over(Limit::Documents, self.limits.documents as u64)
+            );
+            self.error(name, None, None, msg);
+            self.stop();
+            return false;
+        }
+        true
+    }
+
+    /// Whether to go on: not stopped, not past the deadline, not too many errors.
+    fn going(&mut self, name: &Arc<str>) -> bool {
+        if self.stopped {
+            return false;
+        }
+        if self.deadline.expired() {
+            let msg = crate::deadline::Expired.to_string();
+            self.error(name, None, None, msg);
+            self.stop();
+            return false;
+        }
+        if self.errors.len() > MAX_ERRORS {
+            self.errors.truncate(MAX_ERRORS);
+            self.error(
+                name,
+                None,
+                None,
+                format!("more problems after the first {MAX_ERRORS}; not listed"),
+            );
+            self.stop();
+            return false;
+        }
+        true
+    }
 }
 
-/// Reads every input (standard input from `stdin`). Directories are searched recursively in
-/// name order; files that are not `.yaml`, `.yml` or `.json` are skipped there (but read when
-/// named directly).
+/// Reads every input (standard input from `stdin`) within [`Limits::MANIFESTS`]. Directories
+/// are searched recursively in name order; files that are not `.yaml`, `.yml` or `.json` are
+/// skipped there (but read when named directly).
 pub fn load(inputs: &[Input], stdin: &mut dyn Read) -> Loaded {
-    load_with(inputs, stdin, true)
+    load_with(inputs, stdin, true, &Limits::MANIFESTS)
 }
 
-/// [`load`]; `identity`: require apiVersion, kind and metadata.name of every document (off
-/// for inputs that also hold other documents, such as OpenAPI schemas in a snapshot). Without
-/// it, lines are not mapped inside JSON documents either: findings point into manifests, not
-/// into snapshots, and mapping a large JSON file costs a second parse.
-pub fn load_with(inputs: &[Input], stdin: &mut dyn Read, identity: bool) -> Loaded {
-    let mut out = Loaded {
-        check_identity: identity,
-        ..Loaded::default()
-    };
-    let (files, errors) = read_files(inputs, stdin);
+/// [`load`] within `limits`; `identity`: require apiVersion, kind and metadata.name of every
+/// document (off for inputs that also hold other documents, such as OpenAPI schemas in a
+/// snapshot). Without it, lines are not mapped inside JSON documents either: findings point
+/// into manifests, not into snapshots, and mapping a large JSON file costs a second parse.
+pub fn load_with(
+    inputs: &[Input],
+    stdin: &mut dyn Read,
+    identity: bool,
+    limits: &Limits,
+) -> Loaded {
+    let mut out = Loaded::new(limits.clone());
+    out.check_identity = identity;
+    let (files, errors) = read_files(inputs, stdin, limits);
     out.errors = errors;
     for (name, bytes) in files {
         parse_into(&name, &bytes, &mut out);
@@ -183,93 +264,30 @@ pub fn load_with(inputs: &[Input], stdin: &mut dyn Read, identity: bool) -> Load
 /// A file's name (as given) and its bytes.
 pub type FileBytes = (Arc<str>, Vec<u8>);
 
-/// The files the inputs name (directories expanded as [`load`] does), read but not parsed.
-pub fn read_files(inputs: &[Input], stdin: &mut dyn Read) -> (Vec<FileBytes>, Vec<ManifestError>) {
-    let mut files = Vec::new();
-    let mut errors = Vec::new();
-    let mut fail = |name: &Arc<str>, msg: String| {
-        errors.push(ManifestError {
-            file: name.clone(),
-            doc: None,
-            line: None,
-            path: None,
-            message: msg,
-        })
-    };
-    for input in inputs {
-        match input {
-            Input::Stdin => {
-                let name: Arc<str> = Arc::from("<stdin>");
-                let mut bytes = Vec::new();
-                match stdin
-                    .take(MAX_FILE_BYTES as u64 + 1)
-                    .read_to_end(&mut bytes)
-                {
-                    Ok(_) => files.push((name, bytes)),
-                    Err(e) => fail(&name, format!("cannot read: {e}")),
-                }
-            }
-            Input::Path(p) => walk(p, true, &mut files, &mut fail),
-        }
-    }
-    (files, errors)
-}
-
-fn walk(
-    p: &Path,
-    named: bool,
-    files: &mut Vec<FileBytes>,
-    fail: &mut dyn FnMut(&Arc<str>, String),
-) {
-    let name: Arc<str> = Arc::from(p.display().to_string());
-    let meta = match std::fs::metadata(p) {
-        Ok(m) => m,
-        Err(e) => return fail(&name, format!("cannot read: {e}")),
-    };
-    if meta.is_dir() {
-        let mut entries: Vec<PathBuf> = match std::fs::read_dir(p) {
-            Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
-            Err(e) => return fail(&name, format!("cannot read: {e}")),
-        };
-        entries.sort();
-        for e in entries {
-            walk(&e, false, files, fail);
-        }
+/// Parses one file's text into `out`, within `out`'s limits: sizes and document counts are
+/// checked on the bytes before anything is parsed.
+pub fn parse_into(name: &Arc<str>, bytes: &[u8], out: &mut Loaded) {
+    if !out.going(name) {
         return;
     }
-    if !named {
-        let manifest_like = p
-            .extension()
-            .and_then(|x| x.to_str())
-            .is_some_and(|x| matches!(x, "yaml" | "yml" | "json"));
-        if !manifest_like {
-            return;
-        }
-    }
-    if meta.len() > MAX_FILE_BYTES as u64 {
-        return fail(
-            &name,
-            format!(
-                "file is {} bytes, more than the limit of {MAX_FILE_BYTES}",
-                meta.len()
-            ),
+    let limits = out.limits.clone();
+    if bytes.len() as u64 > limits.file_bytes {
+        let msg = format!(
+            "input is {} bytes, {}",
+            bytes.len(),
+            over(Limit::File, limits.file_bytes)
         );
+        return out.error(name, None, None, msg);
     }
-    match std::fs::read(p) {
-        Ok(bytes) => files.push((name, bytes)),
-        Err(e) => fail(&name, format!("cannot read: {e}")),
-    }
-}
-
-/// Parses one file's text into `out` (identity checked).
-pub fn parse_into(name: &Arc<str>, bytes: &[u8], out: &mut Loaded) {
-    if bytes.len() > MAX_FILE_BYTES {
-        return out.error(
-            name,
-            None,
-            None,
-            format!("input is more than the limit of {MAX_FILE_BYTES} bytes"),
+    out.bytes += bytes.len() as u64;
+    if out.bytes > limits.total_bytes {
+        let msg = format!(
+            "the inputs together are {} bytes or more, {}",
+            out.bytes,
+            over(Limit::Total, limits.total_bytes)
         );
+        out.error(name, None, None, msg);
+        return out.stop();
     }
     let text = match std::str::from_utf8(bytes) {
         Ok(t) => t,
@@ -280,23 +298,49 @@ pub fn parse_into(name: &Arc<str>, bytes: &[u8], out: &mut Loaded) {
         }
     };
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let first = text.trim_start().as_bytes().first().copied();
-    if matches!(first, Some(b'{') | Some(b'[')) {
-        parse_json(name, text, out);
-    } else {
-        parse_yaml(name, text, out);
+    match text.trim_start().as_bytes().first().copied() {
+        Some(b'{') => parse_json(name, text, out),
+        Some(b'[') => {
+            // Never an object: refused without building the list.
+            let lead = text.len() - text.trim_start().len();
+            let line = 1 + text[..lead].matches('\n').count() as u32;
+            out.error(
+                name,
+                Some(1),
+                Some(line),
+                "expected an object, found list".into(),
+            );
+        }
+        _ => parse_yaml(name, text, out),
     }
 }
 
+/// The lines of a JSON text's nodes (JSON is YAML: the YAML reader maps them), the first being
+/// line `first`; none when unreadable.
+fn json_lines(text: &str, first: u32, out: &Loaded) -> Option<Lines> {
+    if !out.check_identity {
+        return None;
+    }
+    let mut docs = parse_documents(text, &yaml_options(out)).ok()?;
+    if docs.len() != 1 {
+        return None;
+    }
+    let mut lines = docs.remove(0).lines;
+    lines.shift(first - 1);
+    Some(lines)
+}
+
+/// A JSON file: one document, or a `List` too large to be one, read item by item.
 fn parse_json(name: &Arc<str>, text: &str, out: &mut Loaded) {
+    if !out.count(name, 1) {
+        return;
+    }
+    if text.len() as u64 > out.limits.document_bytes {
+        return parse_json_list(name, text, out);
+    }
     match json::parse_strict(text.as_bytes()) {
         Ok(v) => {
-            // JSON is YAML: the YAML reader maps its lines (the values come from the JSON one).
-            let lines = out
-                .check_identity
-                .then(|| parse_documents(text, &yaml_options()).ok())
-                .flatten()
-                .and_then(|mut d| (d.len() == 1).then(|| d.remove(0).lines));
+            let lines = json_lines(text, 1, out);
             let line = lines.as_ref().map_or(1, Lines::line).max(1);
             add_document(name, 1, line, v, lines, out);
         }
@@ -304,22 +348,148 @@ fn parse_json(name: &Arc<str>, text: &str, out: &mut Loaded) {
     }
 }
 
-fn yaml_options() -> YamlOptions {
+/// A JSON document larger than a document may be: accepted only as a `List` whose items each
+/// fit, read one by one (its structure is checked without building it).
+fn parse_json_list(name: &Arc<str>, text: &str, out: &mut Loaded) {
+    #[derive(serde::Deserialize)]
+    struct RawList<'a> {
+        #[serde(default, borrow)]
+        kind: Option<std::borrow::Cow<'a, str>>,
+        #[serde(default, borrow)]
+        items: Option<Vec<&'a serde_json::value::RawValue>>,
+    }
+    let too_large = |out: &mut Loaded| {
+        let msg = format!(
+            "document is {} bytes, {}",
+            text.len(),
+            over(Limit::Document, out.limits.document_bytes)
+        );
+        out.error(name, Some(1), Some(1), msg);
+    };
+    let Ok(list) = serde_json::from_str::<RawList>(text) else {
+        return too_large(out);
+    };
+    let is_list = list
+        .kind
+        .as_deref()
+        .is_some_and(|k| k == "List" || k.ends_with("List"));
+    let (true, Some(items)) = (is_list, list.items) else {
+        return too_large(out);
+    };
+    if !out.count(name, items.len()) {
+        return;
+    }
+    let base = text.as_ptr() as usize;
+    // Lines counted as the items go (once over the text, not from its start each time).
+    let (mut seen, mut line) = (0usize, 1u32);
+    for (i, item) in items.into_iter().enumerate() {
+        if !out.going(name) {
+            return;
+        }
+        let raw = item.get();
+        let offset = raw.as_ptr() as usize - base;
+        line += memchr::memchr_iter(b'\n', &text.as_bytes()[seen..offset]).count() as u32;
+        seen = offset;
+        if raw.len() as u64 > out.limits.document_bytes {
+            let msg = format!(
+                "item is {} bytes, {}",
+                raw.len(),
+                over(Limit::Document, out.limits.document_bytes)
+            );
+            out.errors.push(ManifestError {
+                file: name.clone(),
+                doc: Some(1),
+                line: Some(line),
+                path: Some(format!(".items[{i}]")),
+                message: msg,
+            });
+            continue;
+        }
+        let origin = Origin {
+            file: name.clone(),
+            doc: 1,
+            item: Some(i),
+            line,
+        };
+        match json::parse_strict(raw.as_bytes()) {
+            Ok(v @ Value::Map(_)) => {
+                let lines = json_lines(raw, line, out);
+                push_checked(
+                    Document {
+                        origin,
+                        object: v,
+                        lines,
+                    },
+                    out,
+                );
+            }
+            Ok(other) => out.errors.push(ManifestError {
+                file: name.clone(),
+                doc: Some(1),
+                line: Some(line),
+                path: Some(format!(".items[{i}]")),
+                message: format!("expected an object, found {}", other.type_name()),
+            }),
+            Err(e) => out.error(name, Some(1), Some(line + e.line as u32 - 1), e.message),
+        }
+    }
+}
+
+fn yaml_options(out: &Loaded) -> YamlOptions {
     YamlOptions {
         reject_duplicate_keys: true,
         max_depth: MAX_DEPTH,
         max_alias_nodes: 100_000,
+        deadline: out.deadline.clone(),
     }
 }
 
+/// A YAML stream: its documents found and measured first, then parsed one by one.
 fn parse_yaml(name: &Arc<str>, text: &str, out: &mut Loaded) {
-    match parse_documents(text, &yaml_options()) {
-        Ok(docs) => {
-            for (i, d) in docs.into_iter().enumerate() {
-                add_document(name, i + 1, d.line.max(1), d.value, Some(d.lines), out);
+    let chunks = split::chunks(text);
+    if !out.count(name, chunks.len()) {
+        return;
+    }
+    let opts = yaml_options(out);
+    let mut doc = 0usize;
+    for c in chunks {
+        if !out.going(name) {
+            return;
+        }
+        let part = &text[c.start..c.end];
+        if part.len() as u64 > out.limits.document_bytes {
+            doc += 1;
+            let msg = format!(
+                "document is {} bytes, {}",
+                part.len(),
+                over(Limit::Document, out.limits.document_bytes)
+            );
+            out.error(name, Some(doc), Some(c.line), msg);
+            continue;
+        }
+        match parse_documents(part, &opts) {
+            Ok(docs) => {
+                for mut d in docs {
+                    doc += 1;
+                    d.lines.shift(c.line - 1);
+                    let line = if d.line == 0 {
+                        c.line
+                    } else {
+                        d.line + c.line - 1
+                    };
+                    add_document(name, doc, line, d.value, Some(d.lines), out);
+                }
+            }
+            Err(e) => {
+                let line = if e.line == 0 {
+                    c.line
+                } else {
+                    e.line as u32 + c.line - 1
+                };
+                out.error(name, Some(doc + e.doc.max(1)), Some(line), e.message);
+                doc += e.doc.max(1);
             }
         }
-        Err(e) => out.error(name, Some(e.doc), Some(e.line as u32), e.message),
     }
 }
 
@@ -351,19 +521,6 @@ fn add_document(
         });
         return;
     };
-    let size = json::to_string(&value, json::Style::PLAIN).len();
-    if size > MAX_DOCUMENT_BYTES {
-        out.errors.push(ManifestError {
-            file: name.clone(),
-            doc: Some(doc),
-            line: Some(line),
-            path: None,
-            message: format!(
-                "document is {size} bytes as JSON, more than the limit of {MAX_DOCUMENT_BYTES}"
-            ),
-        });
-        return;
-    }
     if is_list(&value) {
         let Value::Map(mut m) = value else {
             unreachable!("checked above")
@@ -372,8 +529,21 @@ fn add_document(
         let at = m.keys().position(|k| k == "items");
         let items = match m.remove("items") {
             Some(Value::List(items)) => items,
-            _ => Vec::new(),
+            None | Some(Value::Null) => Vec::new(),
+            Some(other) => {
+                out.errors.push(ManifestError {
+                    file: name.clone(),
+                    doc: Some(doc),
+                    line: Some(line),
+                    path: Some(".items".into()),
+                    message: format!("expected a list, found {}", other.type_name()),
+                });
+                return;
+            }
         };
+        if !out.count(name, items.len().saturating_sub(1)) {
+            return;
+        }
         let item_lines: Vec<Option<Lines>> = match (&lines, at) {
             (Some(Lines::Map(_, entries)), Some(i)) => match entries.get(i) {
                 Some((_, Lines::List(_, ls))) => ls.iter().cloned().map(Some).collect(),
@@ -422,7 +592,7 @@ fn add_document(
 /// `kind: List`, or any `...List` kind carrying `items` (as kubectl reads them).
 fn is_list(v: &Value) -> bool {
     let kind = v.str_at(&["kind"]).unwrap_or("");
-    let has_items = matches!(v.get_path(&["items"]), Some(Value::List(_)));
+    let has_items = v.get_path(&["items"]).is_some_and(|i| !i.is_null());
     kind == "List" || (kind.ends_with("List") && has_items)
 }
 

@@ -176,7 +176,7 @@ fn invalid_utf8_is_located() {
 
 #[test]
 fn oversized_documents_are_refused() {
-    let big = "x".repeat(MAX_DOCUMENT_BYTES + 10);
+    let big = "x".repeat(crate::value::MAX_DOCUMENT_BYTES + 10);
     let e = one_error(&format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a}}\ndata: {{a: {big}}}\n"
     ));

@@ -178,6 +178,7 @@ impl<'a> Context<'a> {
             ownership_changed,
             rejections: Vec::new(),
             not_evaluated: Vec::new(),
+            notes: Vec::new(),
         }
     }
 }

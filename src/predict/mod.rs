@@ -49,6 +49,7 @@ pub struct ApplyRequest<'a> {
 
 /// An owner of a field.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Owner {
     pub manager: String,
     pub operation: String,
@@ -70,8 +71,10 @@ pub struct FieldConflict {
     pub path_elements: Path,
     pub owners: Vec<Owner>,
     /// Live value (`None`: the field does not exist yet, the owner's claim is stale).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub current: Option<Value>,
     /// The manifest's value.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub proposed: Option<Value>,
     /// True if the force policy takes this field over.
     pub forced: bool,
@@ -152,6 +155,9 @@ pub struct Prediction {
     /// Constraints of the type's schema fieldguard did not evaluate (e.g. CEL rules).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub not_evaluated: Vec<String>,
+    /// What else the apply does that the verdict does not say.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl Prediction {
@@ -171,6 +177,7 @@ impl Prediction {
             ownership_changed: false,
             rejections: Vec::new(),
             not_evaluated: Vec::new(),
+            notes: Vec::new(),
         }
     }
 
@@ -305,7 +312,30 @@ pub fn predict(req: &ApplyRequest) -> Prediction {
             {
                 out.changed = !crate::value::equals(live_obj, &out.object);
             }
-            ctx.success(out, taken)
+            // An owned, empty ObjectMeta field the server does not serve may still be in its
+            // stored bytes (when it was written through the storage version): then the server
+            // rewrites the object though nothing it serves changes. Whether it is there, no
+            // client can read — say so.
+            let unserved = (!out.changed)
+                .then_some(req.live)
+                .flatten()
+                .and_then(|live| {
+                    live.managed().fields.iter().find_map(|(_, vs)| {
+                        vs.set.paths().into_iter().find(|p| {
+                            lookup::unserved_meta_field(req.schema, req.type_ref, live_obj, &p.0)
+                        })
+                    })
+                });
+            let mut p = ctx.success(out, taken);
+            if let Some(path) = unserved {
+                p.notes.push(format!(
+                    "{path} is owned but not served (applied empty, e.g. `{{}}`): if it was written \
+                     through the storage version, the server keeps it in its stored form and \
+                     rewrites the object now (its resourceVersion moves) though nothing served \
+                     changes"
+                ));
+            }
+            p
         }
     }
 }

@@ -44,3 +44,38 @@ pub fn render(r: &Report) -> String {
     s.push('\n');
     s
 }
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Problem<'a> {
+    file: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    document: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    line: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path: Option<&'a str>,
+    message: &'a str,
+}
+
+/// `{"apiVersion": …, "kind": "InvalidInput", "errors": [{file, document, line, path, message}]}`.
+pub fn render_errors(errors: &[crate::manifest::ManifestError]) -> String {
+    let problems: Vec<Problem> = errors
+        .iter()
+        .map(|e| Problem {
+            file: &e.file,
+            document: e.doc,
+            line: e.line,
+            path: e.path.as_deref(),
+            message: &e.message,
+        })
+        .collect();
+    let doc = serde_json::json!({
+        "apiVersion": SCHEMA_VERSION,
+        "kind": "InvalidInput",
+        "errors": problems,
+    });
+    let mut s = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    s.push('\n');
+    s
+}

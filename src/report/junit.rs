@@ -124,3 +124,32 @@ pub fn render(r: &Report) -> String {
     out.push_str("  </testsuite>\n</testsuites>\n");
     out
 }
+
+/// Invalid input: one test case per problem, each an error at its file and line.
+pub fn render_errors(errors: &[crate::manifest::ManifestError]) -> String {
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let n = errors.len();
+    let _ = writeln!(
+        out,
+        "<testsuites name=\"fieldguard check\" tests=\"{n}\" failures=\"0\" errors=\"{n}\" time=\"0\">"
+    );
+    let _ = writeln!(
+        out,
+        "  <testsuite name=\"fieldguard check: invalid input\" tests=\"{n}\" failures=\"0\" errors=\"{n}\" skipped=\"0\" time=\"0\">"
+    );
+    for e in errors {
+        let place = match e.line {
+            Some(l) => format!("{}:{l}", e.file),
+            None => e.file.to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "    <testcase name=\"{}\" classname=\"{}\" time=\"0\">\n      <error type=\"InvalidInput\" message=\"{}\"/>\n    </testcase>",
+            esc(&place),
+            esc(&e.file),
+            esc(&e.to_string())
+        );
+    }
+    out.push_str("  </testsuite>\n</testsuites>\n");
+    out
+}

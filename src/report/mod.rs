@@ -2,7 +2,8 @@
 //! (versioned schema, see `docs/check-report.md`), SARIF 2.1.0 (code-scanning UIs: file and
 //! line of each offending field), JUnit XML (one test case per object).
 //!
-//! Reports are built from [`crate::check::Report`], whose values are already redacted.
+//! Reports are built from [`crate::check::Report`], whose values are already redacted; invalid
+//! input has a report of its own in each machine format ([`render_errors`]).
 
 mod json;
 mod junit;
@@ -20,6 +21,19 @@ pub enum Format {
     Json,
     Sarif,
     Junit,
+}
+
+/// Invalid input as a report, for machines (nothing was predicted): JSON lists the problems
+/// (`kind: InvalidInput`), SARIF makes each a result at its file and line, JUnit an error
+/// each — so a CI upload step gets a document that says what is wrong. Text: `None` (the
+/// problems go to standard error).
+pub fn render_errors(errors: &[crate::manifest::ManifestError], format: Format) -> Option<String> {
+    match format {
+        Format::Text => None,
+        Format::Json => Some(json::render_errors(errors)),
+        Format::Sarif => Some(sarif::render_errors(errors)),
+        Format::Junit => Some(junit::render_errors(errors)),
+    }
 }
 
 /// Renders a report.
@@ -46,5 +60,60 @@ fn show(v: &Option<crate::value::Value>) -> String {
     match v {
         Some(v) => crate::value::json::to_string(v, crate::value::json::Style::PLAIN),
         None => "(not set)".to_string(),
+    }
+}
+
+/// Text safe to print on a terminal: control characters (an escape sequence in a manager name,
+/// a carriage return in a key) are shown escaped (`\u{1b}`), never sent raw.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    terminal_safe(s, false)
+}
+
+/// [`printable`], keeping colour sequences (`ESC [ digits ; m`: they can only colour text)
+/// when `colours`: what text reports print after painting.
+pub fn terminal_safe(s: &str, colours: bool) -> std::borrow::Cow<'_, str> {
+    let control = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !s.chars().any(control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    let mut rest = s;
+    while let Some(c) = rest.chars().next() {
+        if c == '\u{1b}' && colours {
+            let b = rest.as_bytes();
+            if b.get(1) == Some(&b'[') {
+                let end = b[2..]
+                    .iter()
+                    .position(|x| !(x.is_ascii_digit() || *x == b';'))
+                    .map(|i| i + 2);
+                if let Some(e) = end.filter(|e| b.get(*e) == Some(&b'm')) {
+                    out.push_str(&rest[..=e]);
+                    rest = &rest[e + 1..];
+                    continue;
+                }
+            }
+        }
+        if control(c) {
+            out.push_str(&c.escape_unicode().to_string());
+        } else {
+            out.push(c);
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(super::printable("helm"), "helm");
+        assert_eq!(super::printable("evil\u{1b}[2Jx"), "evil\\u{1b}[2Jx");
+        assert_eq!(super::printable("a\rb\u{9b}c"), "a\\u{d}b\\u{9b}c");
+        assert_eq!(
+            super::terminal_safe("\u{1b}[31;1mred\u{1b}[0m \u{1b}]0;title\u{7}", true),
+            "\u{1b}[31;1mred\u{1b}[0m \\u{1b}]0;title\\u{7}"
+        );
+        assert_eq!(super::terminal_safe("\u{1b}[2J", true), "\\u{1b}[2J");
     }
 }

@@ -37,6 +37,12 @@ const RULES: &[(&str, &str, &str, &str)] = &[
         "error",
         "The object the apply would store fails its schema: the apiserver refuses the apply (422).",
     ),
+    (
+        "FG006",
+        "invalid-input",
+        "error",
+        "The input cannot be read or applied as it is (syntax, identity, limits, values the apiserver refuses): nothing was predicted.",
+    ),
 ];
 
 /// A file name as a URI reference relative to the repository root.
@@ -174,6 +180,11 @@ pub fn render(r: &Report) -> String {
             }));
         }
     }
+    document(results, invocation_notes, r)
+}
+
+/// The SARIF document around `results`.
+fn document(results: Vec<Json>, invocation_notes: Vec<Json>, r: &Report) -> String {
     let rules: Vec<Json> = RULES
         .iter()
         .map(|(id, name, level, text)| {
@@ -212,4 +223,36 @@ pub fn render(r: &Report) -> String {
     let mut s = serde_json::to_string_pretty(&doc).unwrap_or_default();
     s.push('\n');
     s
+}
+
+/// Invalid input: one `invalid-input` result per problem, at its file and line.
+pub fn render_errors(errors: &[crate::manifest::ManifestError]) -> String {
+    let (id, _, level, _) = RULES[5];
+    let results: Vec<Json> = errors
+        .iter()
+        .map(|e| {
+            let mut region = json!({});
+            if let Some(l) = e.line.filter(|l| *l > 0) {
+                region = json!({"startLine": l});
+            }
+            json!({
+                "ruleId": id,
+                "ruleIndex": 5,
+                "level": level,
+                "message": {"text": e.to_string()},
+                "locations": [{
+                    "physicalLocation": {
+                        "artifactLocation": {"uri": uri(&e.file), "uriBaseId": "%SRCROOT%"},
+                        "region": region
+                    }
+                }],
+                "partialFingerprints": {"fieldguard/v1": format!("{}|{}|{}", e.file, e.path.as_deref().unwrap_or(""), e.message)},
+            })
+        })
+        .collect();
+    let note = json!({
+        "level": "error",
+        "message": {"text": format!("{} problem(s) in the input; nothing was checked", errors.len())},
+    });
+    document(results, vec![note], &Report::default())
 }

@@ -103,7 +103,9 @@ pub fn render(r: &Report, color: bool) -> String {
         let _ = write!(out, "; {}", extra.join(", "));
     }
     out.push_str(".\n");
-    out
+    // Names, paths and messages come from the input: no control sequence of theirs reaches the
+    // terminal (only this renderer's colours do).
+    super::terminal_safe(&out, color).into_owned()
 }
 
 fn object(out: &mut String, o: &ObjectReport, st: &Style) {
@@ -140,6 +142,9 @@ fn object(out: &mut String, o: &ObjectReport, st: &Style) {
             st.bold(&r.field),
             r.message
         );
+    }
+    for n in &o.notes {
+        let _ = writeln!(out, "    {} {n}", st.dim("note"));
     }
     for n in &o.not_evaluated {
         let _ = writeln!(out, "    {} {n}", st.dim("not evaluated"));

@@ -2,6 +2,7 @@
 //! documents of Kubernetes v1.30.1 and v1.36.0, converted as kube-apiserver does, completed with
 //! the field defaults of the smd schemas Kubernetes generates (see `data/SOURCE.md`).
 
+use super::formats::Formats;
 use super::model::{Schema, SchemaError};
 use super::{openapi_v2, smd_yaml};
 use std::io::Read;
@@ -14,7 +15,7 @@ struct Bundle {
     version: &'static str,
     swagger_gz: &'static [u8],
     smd_gz: &'static [u8],
-    cell: OnceLock<Result<Schema, SchemaError>>,
+    cell: OnceLock<Result<(Schema, Formats), SchemaError>>,
 }
 
 static BUNDLES: [Bundle; 2] = [
@@ -50,7 +51,11 @@ fn gunzip(data: &[u8]) -> Result<String, SchemaError> {
 pub fn from_v2_with_overlay(swagger: &str, smd: Option<&str>) -> Result<Schema, SchemaError> {
     let doc = crate::value::json::parse(swagger.as_bytes())
         .map_err(|e| SchemaError(format!("OpenAPI v2: {e}")))?;
-    let mut schema = openapi_v2::from_value(&doc)?;
+    schema_of(&doc, smd)
+}
+
+fn schema_of(doc: &crate::value::Value, smd: Option<&str>) -> Result<Schema, SchemaError> {
+    let mut schema = openapi_v2::from_value(doc)?;
     if let Some(smd) = smd {
         let overlay = smd_yaml::parse(smd)?;
         schema.overlay(&overlay);
@@ -72,18 +77,29 @@ fn bundle(version: &str) -> Result<&'static Bundle, SchemaError> {
     })
 }
 
-/// The built-in schema of a Kubernetes version (`v1.30.1`, `1.30.1`, ...), built once.
-pub fn kubernetes(version: &str) -> Result<&'static Schema, SchemaError> {
+fn built(version: &str) -> Result<&'static (Schema, Formats), SchemaError> {
     let bundle = bundle(version)?;
     bundle
         .cell
         .get_or_init(|| {
             let swagger = gunzip(bundle.swagger_gz)?;
             let smd = gunzip(bundle.smd_gz)?;
-            from_v2_with_overlay(&swagger, Some(&smd))
+            let doc = crate::value::json::parse(swagger.as_bytes())
+                .map_err(|e| SchemaError(format!("OpenAPI v2: {e}")))?;
+            Ok((schema_of(&doc, Some(&smd))?, Formats::from_swagger(&doc)))
         })
         .as_ref()
         .map_err(Clone::clone)
+}
+
+/// The built-in schema of a Kubernetes version (`v1.30.1`, `1.30.1`, ...), built once.
+pub fn kubernetes(version: &str) -> Result<&'static Schema, SchemaError> {
+    built(version).map(|(s, _)| s)
+}
+
+/// The `format`s of a Kubernetes version's built-in types (values their Go types cannot hold).
+pub fn formats(version: &str) -> Result<&'static Formats, SchemaError> {
+    built(version).map(|(_, f)| f)
 }
 
 /// The bundled OpenAPI v2 document of a Kubernetes version, and the version's canonical name.

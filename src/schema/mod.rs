@@ -4,6 +4,7 @@
 
 pub mod builtin;
 pub mod crd;
+pub mod formats;
 mod model;
 pub mod openapi_v2;
 pub mod openapi_v3;

@@ -1,5 +1,6 @@
 //! `fieldguard.v1.Analysis`: predictions, unary and streamed.
 
+use super::deadline::RequestDeadline;
 use super::proto::analysis_server::Analysis;
 use super::proto::{self as pb, ForceMode};
 use super::{Stores, convert, error};
@@ -44,10 +45,19 @@ impl AnalysisService {
     }
 }
 
-pub(super) fn bad_request(errors: &[ManifestError], what: &str) -> Status {
+/// INVALID_ARGUMENT with one `BadRequest` violation per problem, keyed by the manifest's
+/// index in the request (`manifests[2]`), as the API documents; the description carries the
+/// manifest's name, line, document and field.
+pub(super) fn bad_request(errors: &[ManifestError], what: &str, names: &[&str]) -> Status {
     let violations: Vec<(String, String)> = errors
         .iter()
-        .map(|e| (format!("manifests[{}]", e.file), e.to_string()))
+        .map(|e| {
+            let field = match names.iter().position(|n| **n == *e.file) {
+                Some(i) => format!("manifests[{i}]"),
+                None => "manifests".to_string(),
+            };
+            (field, e.to_string())
+        })
         .collect();
     error(
         Code::InvalidArgument,
@@ -60,13 +70,34 @@ pub(super) fn bad_request(errors: &[ManifestError], what: &str) -> Status {
     )
 }
 
+/// The force policy a request asks for; an unknown mode, or a selective one without managers,
+/// is refused (never read as "no force").
 #[allow(clippy::result_large_err)]
 pub(super) fn force_of(f: Option<&pb::ForcePolicy>) -> Result<Force, Status> {
     let Some(f) = f else { return Ok(Force::None) };
-    match ForceMode::try_from(f.mode).unwrap_or(ForceMode::Unspecified) {
-        ForceMode::Unspecified => Ok(Force::None),
-        ForceMode::All => Ok(Force::All),
-        ForceMode::Selective => Force::against(&f.against).map_err(|e| {
+    let invalid = |m: String| {
+        error(
+            Code::InvalidArgument,
+            "INVALID_FORCE_POLICY",
+            &m,
+            &[("force".into(), m.clone())],
+        )
+    };
+    match ForceMode::try_from(f.mode) {
+        Err(_) => Err(invalid(format!(
+            "force.mode {} is not a ForceMode (UNSPECIFIED, ALL, SELECTIVE)",
+            f.mode
+        ))),
+        Ok(ForceMode::Unspecified) if !f.against.is_empty() => Err(invalid(
+            "force.against is given but force.mode is UNSPECIFIED: set mode SELECTIVE".into(),
+        )),
+        Ok(ForceMode::Unspecified) => Ok(Force::None),
+        Ok(ForceMode::All) => Ok(Force::All),
+        Ok(ForceMode::Selective) if f.against.is_empty() => Err(invalid(
+            "force.mode SELECTIVE needs force.against: the managers fields may be taken from"
+                .into(),
+        )),
+        Ok(ForceMode::Selective) => Force::against(&f.against).map_err(|e| {
             error(
                 Code::InvalidArgument,
                 "INVALID_FORCE_POLICY",
@@ -84,6 +115,7 @@ struct Job {
     force: Force,
     namespace: String,
     fresh: bool,
+    allow_empty: bool,
     manifests: Vec<pb::Manifest>,
 }
 
@@ -113,36 +145,91 @@ fn job(req: pb::PredictRequest) -> Result<Job, Status> {
             req.default_namespace
         },
         fresh: req.fresh,
+        allow_empty: req.allow_empty,
         manifests: req.manifests,
     })
 }
 
-/// Parses, resolves and predicts, for one cluster (blocking work).
+/// The name a manifest is reported under.
+pub(super) fn manifest_name(m: &pb::Manifest) -> &str {
+    if m.name.is_empty() {
+        "<manifest>"
+    } else {
+        &m.name
+    }
+}
+
+/// Reads a request's manifests within the service's limits, until `deadline`: the objects, or
+/// INVALID_ARGUMENT naming every problem (DEADLINE_EXCEEDED when the deadline stopped it).
+#[allow(clippy::result_large_err)]
+pub(super) fn read_manifests(
+    manifests: &[pb::Manifest],
+    limits: &manifest::Limits,
+    deadline: &crate::deadline::Deadline,
+    allow_empty: bool,
+) -> Result<Vec<manifest::Document>, Status> {
+    let mut loaded = Loaded::new(limits.clone()).until(deadline.clone());
+    for m in manifests {
+        manifest::parse_into(&Arc::from(manifest_name(m)), &m.content, &mut loaded);
+    }
+    if deadline.expired() {
+        return Err(Status::deadline_exceeded(
+            "the request's deadline passed while its manifests were read",
+        ));
+    }
+    let names: Vec<&str> = manifests.iter().map(manifest_name).collect();
+    if !loaded.errors.is_empty() {
+        return Err(bad_request(&loaded.errors, "manifests", &names));
+    }
+    if loaded.documents.is_empty() && !allow_empty {
+        return Err(error(
+            Code::InvalidArgument,
+            "NO_OBJECTS",
+            "the manifests hold no object (empty, only comments, or an empty List); \
+             set allow_empty to accept that",
+            &[("manifests".into(), "no object".into())],
+        ));
+    }
+    Ok(loaded.documents)
+}
+
+/// Parses, resolves and predicts, for one cluster (blocking work), until `deadline`.
 #[allow(clippy::result_large_err)]
 #[tracing::instrument(name = "predict_on_cluster", skip_all, fields(cluster = %store.describe(), manifests = job.manifests.len()))]
-fn predict_on(job: &Job, store: &dyn super::Store) -> Result<Report, Status> {
-    let mut loaded: Loaded = manifest::load(&[], &mut std::io::empty());
-    for m in &job.manifests {
-        let name: Arc<str> = Arc::from(if m.name.is_empty() {
-            "<manifest>"
-        } else {
-            &m.name
-        });
-        manifest::parse_into(&name, &m.content, &mut loaded);
+fn predict_on(
+    job: &Job,
+    store: &dyn super::Store,
+    limits: &manifest::Limits,
+    deadline: &crate::deadline::Deadline,
+) -> Result<Report, Status> {
+    let r = predict_until(job, store, limits, deadline);
+    match r {
+        Err(_) if deadline.expired() => Err(Status::deadline_exceeded(
+            "the request's deadline passed; its work was stopped",
+        )),
+        r => r,
     }
-    if !loaded.errors.is_empty() {
-        return Err(bad_request(&loaded.errors, "manifests"));
-    }
-    let versions: BTreeSet<String> = loaded
-        .documents
+}
+
+#[allow(clippy::result_large_err)]
+fn predict_until(
+    job: &Job,
+    store: &dyn super::Store,
+    limits: &manifest::Limits,
+    deadline: &crate::deadline::Deadline,
+) -> Result<Report, Status> {
+    let documents = read_manifests(&job.manifests, limits, deadline, job.allow_empty)?;
+    let names: Vec<&str> = job.manifests.iter().map(manifest_name).collect();
+    let expired = || Status::deadline_exceeded("the request's deadline passed");
+    let versions: BTreeSet<String> = documents
         .iter()
         .map(|d| d.api_version().to_string())
         .collect();
     let mut catalog = store
         .catalog(&versions)
         .map_err(|e| error(Code::Unavailable, "CLUSTER_UNAVAILABLE", &e, &[]))?;
-    let targets = check::resolve(loaded.documents, &mut catalog, &job.namespace)
-        .map_err(|e| bad_request(&e, "manifests"))?;
+    let targets = check::resolve_until(documents, &mut catalog, &job.namespace, deadline)
+        .map_err(|e| bad_request(&e, "manifests", &names))?;
     let mut live = Fetched {
         source: store.describe(),
         ..Fetched::default()
@@ -162,6 +249,7 @@ fn predict_on(job: &Job, store: &dyn super::Store) -> Result<Report, Status> {
         }
     } else {
         for t in &targets {
+            deadline.check().map_err(|_| expired())?;
             if let Some(v) = store.get(&t.object_ref) {
                 live.objects.insert(t.object_ref.clone(), (*v).clone());
             }
@@ -173,21 +261,26 @@ fn predict_on(job: &Job, store: &dyn super::Store) -> Result<Report, Status> {
         namespace: job.namespace.clone(),
         now: time::OffsetDateTime::now_utc().unix_timestamp(),
     };
-    let report = check::run(&targets, &live, &opts, &mut |_, _| {});
+    let report = check::run_until(&targets, &live, &opts, &mut |_, _| {}, deadline)
+        .map_err(|_| expired())?;
     let invalid = check::invalid_objects(&report, &targets);
     if !invalid.is_empty() {
-        return Err(bad_request(&invalid, "manifests"));
+        return Err(bad_request(&invalid, "manifests", &names));
     }
     Ok(report)
 }
 
-async fn predict(stores: &Stores, job: Job) -> Result<pb::PredictResponse, Status> {
+async fn predict(
+    stores: &Stores,
+    job: Job,
+    deadline: crate::deadline::Deadline,
+) -> Result<pb::PredictResponse, Status> {
     let job = Arc::new(job);
     let mut out = Vec::new();
     for name in &job.clusters {
         let (name, store) = stores.get(name)?;
-        let j = job.clone();
-        let report = tokio::task::spawn_blocking(move || predict_on(&j, &*store))
+        let (j, limits, d) = (job.clone(), stores.limits.clone(), deadline.clone());
+        let report = tokio::task::spawn_blocking(move || predict_on(&j, &*store, &limits, &d))
             .await
             .map_err(|e| Status::internal(format!("prediction failed: {e}")))??;
         out.push(convert::cluster_prediction(&name, &report));
@@ -236,15 +329,15 @@ impl Analysis for AnalysisService {
         req: Request<pb::PredictRequest>,
     ) -> Result<Response<pb::PredictResponse>, Status> {
         let start = std::time::Instant::now();
+        let deadline = RequestDeadline::of(&req);
+        let work = deadline.work();
         let caller = self.stores.caller(&req).await?;
-        let r = match job(req.into_inner()) {
-            Ok(job) => predict(&self.stores, job).await,
-            Err(e) => Err(e),
-        };
-        let r = match r {
-            Ok(resp) => self.authorize(&caller, resp).await,
-            Err(e) => Err(e),
-        };
+        let r = deadline
+            .run(async {
+                let resp = predict(&self.stores, job(req.into_inner())?, work).await?;
+                self.authorize(&caller, resp).await
+            })
+            .await;
         observe("PredictConflicts", start, &r);
         Ok(Response::new(r?))
     }
@@ -255,7 +348,10 @@ impl Analysis for AnalysisService {
         &self,
         req: Request<Streaming<pb::PredictStreamRequest>>,
     ) -> Result<Response<Self::PredictConflictsStreamStream>, Status> {
+        let deadline = RequestDeadline::of(&req);
+        let work = deadline.work();
         let caller = self.stores.caller(&req).await?;
+        let limit = self.stores.limits.total_bytes;
         let mut input = req.into_inner();
         let header = match input.next().await {
             Some(Ok(pb::PredictStreamRequest {
@@ -272,9 +368,24 @@ impl Analysis for AnalysisService {
             }
         };
         let mut job = job(header)?;
+        let mut received = 0u64;
         while let Some(msg) = input.next().await {
             match msg?.part {
-                Some(pb::predict_stream_request::Part::Manifest(m)) => job.manifests.push(m),
+                Some(pb::predict_stream_request::Part::Manifest(m)) => {
+                    received += m.content.len() as u64;
+                    if received > limit {
+                        return Err(error(
+                            Code::ResourceExhausted,
+                            "INPUT_TOO_LARGE",
+                            &format!(
+                                "the streamed manifests are {}",
+                                manifest::limits::over(manifest::limits::Limit::Total, limit)
+                            ),
+                            &[],
+                        ));
+                    }
+                    job.manifests.push(m)
+                }
                 _ => {
                     return Err(error(
                         Code::InvalidArgument,
@@ -286,10 +397,12 @@ impl Analysis for AnalysisService {
             }
         }
         let start = std::time::Instant::now();
-        let resp = match predict(&self.stores, job).await {
-            Ok(r) => self.authorize(&caller, r).await,
-            Err(e) => Err(e),
-        };
+        let resp = deadline
+            .run(async {
+                let r = predict(&self.stores, job, work).await?;
+                self.authorize(&caller, r).await
+            })
+            .await;
         observe("PredictConflictsStream", start, &resp);
         let resp = resp?;
         let items: Vec<Result<pb::ObjectPrediction, Status>> = resp

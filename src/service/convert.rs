@@ -182,6 +182,7 @@ pub fn object(o: &ObjectReport, cluster: &str) -> pb::ObjectPrediction {
             })
             .collect(),
         not_evaluated: o.not_evaluated.clone(),
+        notes: o.notes.clone(),
     }
 }
 
@@ -222,6 +223,7 @@ pub fn object_back(o: &pb::ObjectPrediction) -> ObjectReport {
             })
             .collect(),
         not_evaluated: o.not_evaluated.clone(),
+        notes: o.notes.clone(),
         error: None,
         origin: Origin {
             file: Arc::from(o.file.as_str()),
@@ -229,6 +231,7 @@ pub fn object_back(o: &pb::ObjectPrediction) -> ObjectReport {
             item: None,
             line: o.line,
         },
+        live_origin: None,
     }
 }
 

@@ -1,15 +1,18 @@
 //! The gRPC service (`proto/fieldguard/v1/fieldguard.proto`): predictions and ownership
 //! queries over one or more [`Store`]s (a snapshot, or clusters' watch-fed caches), with
 //! standard health (`grpc.health.v1`: serving once every store has synced), server reflection
-//! (v1 and v1alpha) and rich error details (`google.rpc.BadRequest`, `ErrorInfo`).
+//! (v1 and v1alpha, `google/rpc/error_details.proto` included so clients such as grpcurl can
+//! decode them) and rich error details (`google.rpc.BadRequest`, `ErrorInfo`).
 //!
 //! Work that computes (parsing, predicting, walking field sets) runs on the blocking pool, so
-//! a slow request never stalls the others; deadlines (`grpc-timeout`) are honoured by the
-//! transport.
+//! a slow request never stalls the others; a request's deadline (`grpc-timeout`) is answered
+//! with DEADLINE_EXCEEDED and stops the work it started ([`deadline`]). Requests are bounded
+//! in size (the message, and the manifests in it: [`Stores::limits`]).
 
 pub mod analysis;
 pub mod auth;
 pub mod convert;
+pub mod deadline;
 pub mod ownership;
 pub mod releases;
 pub mod store;
@@ -46,6 +49,8 @@ pub struct Stores {
     pub tls: Option<tonic::transport::ServerTlsConfig>,
     /// Where every apply is recorded.
     pub audit: Arc<releases::AuditLog>,
+    /// What a request's manifests may hold (the message size follows the total).
+    pub limits: crate::manifest::Limits,
 }
 
 impl Stores {
@@ -115,6 +120,7 @@ impl Stores {
             auth: Arc::new(auth::Auth::open()),
             tls: None,
             audit: Arc::new(releases::AuditLog::default()),
+            limits: crate::manifest::Limits::REQUESTS,
         }
     }
 
@@ -174,6 +180,7 @@ pub async fn serve_on(
     use proto::analysis_server::AnalysisServer;
     use proto::ownership_server::OwnershipServer;
     use proto::releases_server::ReleasesServer;
+    use tonic::service::interceptor::InterceptedService;
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter
         .set_not_serving::<AnalysisServer<analysis::AnalysisService>>()
@@ -205,13 +212,19 @@ pub async fn serve_on(
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
     let reflection_v1alpha = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
     // Nagle's algorithm off: a response written in two parts must not wait for the client's
     // delayed ACK of the first (40 ms a request on Linux).
+    // A request's message holds its manifests and a little more.
+    let max_message = usize::try_from(stores.limits.total_bytes)
+        .unwrap_or(usize::MAX)
+        .saturating_add(64 * 1024);
     let incoming = tokio_stream::StreamExt::map(
         tokio_stream::wrappers::TcpListenerStream::new(listener),
         |s| {
@@ -229,17 +242,20 @@ pub async fn serve_on(
         .add_service(health)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
-        .add_service(
+        .add_service(InterceptedService::new(
             AnalysisServer::new(analysis::AnalysisService::new(stores.clone()))
-                .max_decoding_message_size(64 * 1024 * 1024),
-        )
-        .add_service(OwnershipServer::new(ownership::OwnershipService::new(
-            stores.clone(),
-        )))
-        .add_service(
+                .max_decoding_message_size(max_message),
+            deadline::arrived,
+        ))
+        .add_service(InterceptedService::new(
+            OwnershipServer::new(ownership::OwnershipService::new(stores.clone())),
+            deadline::arrived,
+        ))
+        .add_service(InterceptedService::new(
             ReleasesServer::new(releases::ReleasesService::new(stores))
-                .max_decoding_message_size(64 * 1024 * 1024),
-        )
+                .max_decoding_message_size(max_message),
+            deadline::arrived,
+        ))
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await?;
     Ok(())

@@ -7,9 +7,7 @@ use super::proto::{self as pb, apply_event::Event};
 use super::{Stores, convert, error};
 use crate::apply::release::ServerSide;
 use crate::apply::run::{self, Outcome, Request as RunRequest, RunError};
-use crate::manifest::{self, Loaded};
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio_stream::Stream;
 use tonic::{Code, Request, Response, Status};
@@ -158,7 +156,7 @@ impl Releases for ReleasesService {
                 &[],
             ));
         }
-        let req = request.into_inner();
+        let mut req = request.into_inner();
         let (cluster, store) = self.stores.get(&req.cluster)?;
         let Some(api) = store
             .api()
@@ -183,24 +181,34 @@ impl Releases for ReleasesService {
             ));
         }
         let force = super::analysis::force_of(req.force.as_ref())?;
-        let mut loaded: Loaded = manifest::load(&[], &mut std::io::empty());
-        let mut text = String::new();
-        for m in &req.manifests {
-            let name: Arc<str> = Arc::from(if m.name.is_empty() {
-                "<manifest>"
-            } else {
-                &m.name
-            });
-            manifest::parse_into(&name, &m.content, &mut loaded);
-            text.push_str("---\n");
-            text.push_str(&String::from_utf8_lossy(&m.content));
-            if !text.ends_with('\n') {
-                text.push('\n');
+        // Parsing is work for the blocking pool, within the service's limits.
+        let names: Vec<String> = req
+            .manifests
+            .iter()
+            .map(|m| super::analysis::manifest_name(m).to_string())
+            .collect();
+        let manifests = std::mem::take(&mut req.manifests);
+        let limits = self.stores.limits.clone();
+        let allow_empty = req.allow_empty || req.rollback_to > 0;
+        let (documents, text) = tokio::task::spawn_blocking(move || {
+            let documents = super::analysis::read_manifests(
+                &manifests,
+                &limits,
+                &crate::deadline::Deadline::default(),
+                allow_empty,
+            )?;
+            let mut text = String::new();
+            for m in &manifests {
+                text.push_str("---\n");
+                text.push_str(&String::from_utf8_lossy(&m.content));
+                if !text.ends_with('\n') {
+                    text.push('\n');
+                }
             }
-        }
-        if !loaded.errors.is_empty() {
-            return Err(super::analysis::bad_request(&loaded.errors, "manifests"));
-        }
+            Ok::<_, Status>((documents, text))
+        })
+        .await
+        .map_err(|e| Status::internal(format!("reading the manifests failed: {e}")))??;
         let run_req = RunRequest {
             release: req.release,
             namespace: req.namespace,
@@ -217,7 +225,7 @@ impl Releases for ReleasesService {
                 pb::ServerSide::False => ServerSide::False,
             },
             force,
-            documents: loaded.documents,
+            documents,
             manifest: text,
             rollback_to: (req.rollback_to > 0).then_some(req.rollback_to),
             plan_only: req.plan,
@@ -246,7 +254,8 @@ impl Releases for ReleasesService {
                     event: Some(Event::Result(result_of(&o, &cluster))),
                 }),
                 Err(RunError::Invalid(errors)) => {
-                    Err(super::analysis::bad_request(&errors, "manifests"))
+                    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                    Err(super::analysis::bad_request(&errors, "manifests", &names))
                 }
                 Err(RunError::Refused(m)) => {
                     Err(error(Code::FailedPrecondition, "REFUSED", &m, &[]))

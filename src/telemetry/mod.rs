@@ -95,3 +95,52 @@ fn tracer_provider(
         .with_resource(resource)
         .build())
 }
+
+/// An error and its sources, joined (`transport error: tcp connect error: Connection refused`),
+/// with a hint where the cause is known to puzzle people.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let t = s.to_string();
+        if !parts.last().is_some_and(|p| p.contains(&t)) {
+            parts.push(t);
+        }
+        cur = s.source();
+    }
+    let mut out = parts.join(": ");
+    if out.contains("UnsupportedCertVersion") {
+        out.push_str(
+            " (a certificate is X.509 v1; TLS here needs v3 certificates: create them with \
+             extensions, e.g. openssl's -extfile or -addext \"basicConstraints=CA:FALSE\")",
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod chain_tests {
+    #[test]
+    fn sources_are_joined_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let outer = std::io::Error::other(io);
+        assert_eq!(super::error_chain(&outer), "refused");
+        #[derive(Debug)]
+        struct Wrap(std::io::Error);
+        impl std::fmt::Display for Wrap {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("transport error")
+            }
+        }
+        impl std::error::Error for Wrap {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let w = Wrap(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "tcp connect error",
+        ));
+        assert_eq!(super::error_chain(&w), "transport error: tcp connect error");
+    }
+}

@@ -146,19 +146,9 @@ pub(crate) fn check_scalar(t: crate::schema::Scalar, v: &Value) -> Option<String
         Boolean => "boolean",
         Untyped => "any scalar",
     };
-    Some(format!("expected {what}, got {}", describe(v)))
-}
-
-fn describe(v: &Value) -> String {
-    match v {
-        Value::String(s) => format!("string {}", crate::value::gofmt::quote(s)),
-        Value::Map(_) => "map".into(),
-        Value::List(_) => "list".into(),
-        Value::Int(i) => format!("integer {i}"),
-        Value::Float(f) => format!("number {}", crate::value::gofmt::format_float_v(*f)),
-        Value::Bool(b) => format!("boolean {b}"),
-        Value::Null => "null".into(),
-    }
+    // The type only, never the value: a value in an error can be a Secret's (a PIN written
+    // as a bare number), and errors are printed, logged and sent to callers.
+    Some(format!("expected {what}, got {}", v.type_name()))
 }
 
 /// The path element of a list item (smd `listItemToPathElement`), filling missing key fields

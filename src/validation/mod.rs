@@ -14,6 +14,7 @@
 //! errors is not (the server's comes from Go map iteration and varies between requests), so
 //! fieldguard lists them in field order.
 
+pub mod meta;
 mod structural;
 
 pub use structural::Structural;

@@ -165,10 +165,25 @@ impl<'de, const STRICT: bool> Visitor<'de> for ValueVisitor<STRICT> {
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
         let mut m = Map::with_capacity(access.size_hint().unwrap_or(4));
         // Keys seen, by a cheap signature (length and last byte): a key whose signature is new
-        // cannot repeat an earlier one, so only the rest are looked up.
+        // cannot repeat an earlier one, so only the rest are looked up. Large maps get a hash
+        // index instead, so that reading one stays linear in its keys.
         let mut seen = 0u64;
+        let mut index: Option<std::collections::HashMap<Str, usize>> = None;
         while let Some(k) = access.next_key::<KeyStr>()? {
             let v = Self::value(&mut access)?;
+            let duplicate =
+                |k: &Str| de::Error::custom(format!("duplicate key {}", super::gofmt::quote(k)));
+            if let Some(idx) = &mut index {
+                match idx.get(&k.0) {
+                    Some(_) if STRICT => return Err(duplicate(&k.0)),
+                    Some(&pos) => m.entries_mut()[pos].1 = v,
+                    None => {
+                        idx.insert(k.0.clone(), m.len());
+                        m.push_unique(k.0, v);
+                    }
+                }
+                continue;
+            }
             let b = k.0.as_bytes();
             let sig =
                 1u64 << ((b.len() as u64 & 7) << 3 | (b.last().copied().unwrap_or(0) as u64 & 7));
@@ -176,12 +191,12 @@ impl<'de, const STRICT: bool> Visitor<'de> for ValueVisitor<STRICT> {
                 seen |= sig;
                 m.push_unique(k.0, v);
             } else if STRICT && m.contains_key(&k.0) {
-                return Err(de::Error::custom(format!(
-                    "duplicate key {}",
-                    super::gofmt::quote(&k.0)
-                )));
+                return Err(duplicate(&k.0));
             } else {
                 m.insert(k.0, v);
+            }
+            if m.len() >= 32 {
+                index = Some(m.keys().enumerate().map(|(i, k)| (k.clone(), i)).collect());
             }
         }
         Ok(Value::Map(m))
@@ -341,6 +356,25 @@ impl serde::Serialize for Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Maps past the size where lookups go through a hash index: repeated keys are still
+    /// found (strict) or replaced in place (last wins), and the order is kept.
+    #[test]
+    fn large_maps_find_repeated_keys() {
+        let mut text = String::from("{");
+        for i in 0..100 {
+            text.push_str(&format!("\"k{i}\":{i},"));
+        }
+        text.push_str("\"k50\":\"again\"}");
+        let e = parse_strict(text.as_bytes()).unwrap_err();
+        assert!(e.message.contains("duplicate key \"k50\""), "{e}");
+        let v = parse(text.as_bytes()).unwrap();
+        let m = v.as_map().unwrap();
+        assert_eq!(m.len(), 100);
+        assert_eq!(m.get("k50"), Some(&Value::from("again")));
+        assert_eq!(m.keys().nth(50).map(|k| k.as_str()), Some("k50"));
+        assert_eq!(m.keys().last().map(|k| k.as_str()), Some("k99"));
+    }
 
     #[test]
     fn numbers_follow_go_unstructured_decoding() {

@@ -18,6 +18,8 @@ pub struct YamlOptions {
     pub max_depth: usize,
     /// Maximum number of nodes materialised through aliases, per document.
     pub max_alias_nodes: usize,
+    /// Stop when this passes (the error says so).
+    pub deadline: crate::deadline::Deadline,
 }
 
 impl Default for YamlOptions {
@@ -26,6 +28,7 @@ impl Default for YamlOptions {
             reject_duplicate_keys: true,
             max_depth: 128,
             max_alias_nodes: 100_000,
+            deadline: crate::deadline::Deadline::default(),
         }
     }
 }
@@ -40,6 +43,24 @@ pub enum Lines {
 }
 
 impl Lines {
+    /// Moves every line down by `by` (a document read apart from the lines before it).
+    pub fn shift(&mut self, by: u32) {
+        match self {
+            Lines::Scalar(l) => *l += by,
+            Lines::List(l, items) => {
+                *l += by;
+                items.iter_mut().for_each(|i| i.shift(by));
+            }
+            Lines::Map(l, entries) => {
+                *l += by;
+                for (k, v) in entries {
+                    *k += by;
+                    v.shift(by);
+                }
+            }
+        }
+    }
+
     pub fn line(&self) -> u32 {
         match self {
             Lines::Scalar(l) | Lines::List(l, _) | Lines::Map(l, _) => *l,
@@ -87,8 +108,10 @@ enum Frame {
         map: Map,
         lines: Vec<(u32, Lines)>,
         pending_key: Option<(Str, u32)>,
-        /// Keys set explicitly (merge keys `<<` never override them).
-        explicit: Vec<Str>,
+        /// Positions of the keys, once the map is large enough for lookups to matter
+        /// (linear search below that; a hash index above keeps a huge map linear to read).
+        index: Option<HashMap<Str, usize>>,
+        /// Values of merge keys `<<`, merged when the map closes (explicit keys win).
         merges: Vec<(Value, Lines)>,
     },
 }
@@ -110,8 +133,49 @@ fn err(msg: impl Into<String>, doc: usize, m: &Marker) -> YamlError {
     }
 }
 
+/// The first character YAML does not allow in a stream (YAML 1.2 `c-printable`: C0 controls
+/// other than tab, line feed and carriage return, DEL, C1 controls other than NEL), with its
+/// 1-based line and column. The parser would stop at a NUL silently, dropping the rest.
+pub fn forbidden_char(src: &str) -> Option<(usize, usize, char)> {
+    let b = src.as_bytes();
+    let bad = |i: usize| {
+        let c = b[i];
+        (c < 0x20 && !matches!(c, b'\t' | b'\n' | b'\r'))
+            || c == 0x7f
+            || (c == 0xc2
+                && b.get(i + 1)
+                    .is_some_and(|&n| (0x80..=0x9f).contains(&n) && n != 0x85))
+    };
+    let at = (0..b.len()).find(|&i| bad(i))?;
+    let line = 1 + b[..at].iter().filter(|&&c| c == b'\n').count();
+    let line_start = b[..at]
+        .iter()
+        .rposition(|&c| c == b'\n')
+        .map_or(0, |p| p + 1);
+    let column = 1 + src[line_start..at].chars().count();
+    let c = src[at..].chars().next().unwrap_or('\0');
+    Some((line, column, c))
+}
+
 /// Parses a multi-document YAML stream. Empty documents are returned as `Null` values.
+/// Characters YAML does not allow are errors, located (never the silent end of the stream).
 pub fn parse_documents(src: &str, opts: &YamlOptions) -> Result<Vec<YamlDoc>, YamlError> {
+    if let Some((line, column, c)) = forbidden_char(src) {
+        let doc = 1 + src
+            .lines()
+            .take(line - 1)
+            .filter(|l| l.starts_with("---"))
+            .count();
+        return Err(YamlError {
+            message: format!(
+                "control character U+{:04X} is not allowed in YAML",
+                c as u32
+            ),
+            doc,
+            line,
+            column,
+        });
+    }
     let mut parser = Parser::new_from_str(src);
     let mut docs = Vec::new();
     let mut b = Builder {
@@ -122,7 +186,17 @@ pub fn parse_documents(src: &str, opts: &YamlOptions) -> Result<Vec<YamlDoc>, Ya
         doc: 0,
     };
     let mut root: Option<(Value, Lines)> = None;
+    let mut events = 0u32;
     loop {
+        events = events.wrapping_add(1);
+        if events % 512 == 0 && opts.deadline.expired() {
+            return Err(YamlError {
+                message: crate::deadline::Expired.to_string(),
+                doc: b.doc.max(1),
+                line: 0,
+                column: 0,
+            });
+        }
         let (ev, mark) = parser.next_token().map_err(|e| YamlError {
             message: e.info().to_string(),
             doc: b.doc.max(1),
@@ -195,7 +269,7 @@ pub fn parse_documents(src: &str, opts: &YamlOptions) -> Result<Vec<YamlDoc>, Ya
                     map: Map::new(),
                     lines: Vec::new(),
                     pending_key: None,
-                    explicit: Vec::new(),
+                    index: None,
                     merges: Vec::new(),
                 });
             }
@@ -250,14 +324,17 @@ impl Builder<'_> {
                 mut map,
                 mut lines,
                 pending_key,
-                explicit,
                 merges,
+                ..
             } => {
                 if pending_key.is_some() {
                     return Err(err("mapping key without a value", self.doc, mark));
                 }
-                for (mv, ml) in merges {
-                    merge_into(&mut map, &mut lines, &explicit, mv, ml, self.doc, mark)?;
+                if !merges.is_empty() {
+                    let mut present: std::collections::HashSet<Str> = map.keys().cloned().collect();
+                    for (mv, ml) in merges {
+                        merge_into(&mut map, &mut lines, &mut present, mv, ml, self.doc, mark)?;
+                    }
                 }
                 (anchor, (Value::Map(map), Lines::Map(line, lines)))
             }
@@ -285,7 +362,7 @@ impl Builder<'_> {
                 map,
                 lines,
                 pending_key,
-                explicit,
+                index,
                 merges,
                 ..
             }) => {
@@ -306,7 +383,10 @@ impl Builder<'_> {
                             merges.push(node);
                             return Ok(None);
                         }
-                        let existing = map.keys().position(|k| *k == key);
+                        let existing = match index {
+                            Some(idx) => idx.get(&key).copied(),
+                            None => map.keys().position(|k| *k == key),
+                        };
                         if let Some(pos) = existing {
                             if reject_dups {
                                 return Err(YamlError {
@@ -319,7 +399,17 @@ impl Builder<'_> {
                             map.entries_mut()[pos].1 = node.0;
                             lines[pos] = (key_line, node.1);
                         } else {
-                            explicit.push(key.clone());
+                            if let Some(idx) = index {
+                                idx.insert(key.clone(), map.len());
+                            } else if map.len() >= INDEX_FROM {
+                                let mut idx: HashMap<Str, usize> = map
+                                    .keys()
+                                    .enumerate()
+                                    .map(|(i, k)| (k.clone(), i))
+                                    .collect();
+                                idx.insert(key.clone(), map.len());
+                                *index = Some(idx);
+                            }
                             map.push_unique(key, node.0);
                             lines.push((key_line, node.1));
                         }
@@ -350,16 +440,16 @@ impl Builder<'_> {
                 "null" => Ok(Value::Null),
                 "bool" => match resolve_plain(text) {
                     Some(Value::Bool(b)) => Ok(Value::Bool(b)),
-                    _ => Err(e(format!("cannot decode {text:?} as a !!bool"))),
+                    _ => Err(e("this scalar is not a !!bool".to_string())),
                 },
                 "int" => match resolve_plain(text) {
                     Some(v @ (Value::Int(_) | Value::Float(_))) if !text.contains('.') => Ok(v),
-                    _ => Err(e(format!("cannot decode {text:?} as a !!int"))),
+                    _ => Err(e("this scalar is not a !!int".to_string())),
                 },
                 "float" => match resolve_plain(text) {
                     Some(Value::Int(i)) => Ok(json_number(i as f64)),
                     Some(v @ Value::Float(_)) => Ok(v),
-                    _ => Err(e(format!("cannot decode {text:?} as a !!float"))),
+                    _ => Err(e("this scalar is not a !!float".to_string())),
                 },
                 _ => Ok(Value::String(Str::from(text))),
             }
@@ -408,10 +498,13 @@ fn go_float32_g(f: f64) -> String {
     }
 }
 
+/// Maps with more keys than this get a hash index while they are read.
+const INDEX_FROM: usize = 32;
+
 fn merge_into(
     map: &mut Map,
     lines: &mut Vec<(u32, Lines)>,
-    explicit: &[Str],
+    present: &mut std::collections::HashSet<Str>,
     mv: Value,
     ml: Lines,
     doc: usize,
@@ -423,7 +516,7 @@ fn merge_into(
             _ => Vec::new(),
         };
         for (i, (k, v)) in m.into_entries().into_iter().enumerate() {
-            if explicit.contains(&k) || map.contains_key(&k) {
+            if !present.insert(k.clone()) {
                 continue;
             }
             let kl = ls.get(i).cloned().unwrap_or((0, Lines::Scalar(0)));
@@ -642,6 +735,41 @@ pub fn parse_one(src: &str) -> Result<Value, YamlError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn large_maps_find_repeated_keys_and_merge() {
+        let mut text = String::new();
+        for i in 0..100 {
+            text.push_str(&format!("k{i}: {i}\n"));
+        }
+        let e =
+            parse_documents(&format!("{text}k50: again\n"), &YamlOptions::default()).unwrap_err();
+        assert!(e.message.contains("duplicate key \"k50\""), "{e}");
+        let last = parse_one(&format!("{text}k50: again\n")).unwrap();
+        assert_eq!(last.get_path(&["k50"]), Some(&Value::from("again")));
+        let merged = parse_one(&format!(
+            "base: &b\n{}\nm:\n  <<: *b\n  k7: mine\n",
+            text.lines()
+                .map(|l| format!("  {l}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ))
+        .unwrap();
+        let m = merged.get_path(&["m"]).and_then(Value::as_map).unwrap();
+        assert_eq!(m.len(), 100);
+        assert_eq!(m.get("k7"), Some(&Value::from("mine")));
+        assert_eq!(m.get("k99"), Some(&Value::Int(99)));
+    }
+
+    #[test]
+    fn control_characters_are_located_errors() {
+        let e = parse_one("a: 1\nb: x\u{0}y\n").unwrap_err();
+        assert_eq!((e.line, e.column), (2, 5));
+        assert!(e.message.contains("U+0000"), "{e}");
+        assert!(parse_one("a: \"\\u0000 escaped is fine\"\n").is_ok());
+        assert!(parse_one("a: x\u{7f}\n").is_err());
+        assert!(parse_one("a: x\u{85}y\n").is_ok());
+    }
     use crate::value::json::{Style, to_string};
 
     fn one(src: &str) -> Value {

@@ -157,6 +157,9 @@ pub struct State {
     /// RBAC for SubjectAccessReviews and impersonated requests: (user or group, verb, resource,
     /// namespace); "*" matches any verb or resource, "" any namespace.
     pub grants: Vec<(String, String, String, String)>,
+    /// Writes (not GETs) to this resource (a plural, e.g. `secrets`) are refused with 403,
+    /// whoever sends them.
+    pub refuse_writes_to: Option<String>,
     events: Vec<Event>,
     watchers: Vec<Watcher>,
 }
@@ -474,6 +477,16 @@ async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body
         )
     {
         return denied;
+    }
+    if method != hyper::Method::GET
+        && let Some(plural) = &s.refuse_writes_to
+        && path.split('/').any(|seg| seg == plural.as_str())
+    {
+        return status(
+            403,
+            "Forbidden",
+            format!("{plural} is forbidden: writes are not allowed here"),
+        );
     }
     if method != hyper::Method::GET
         && let Some(name) = s.touch_before_write.clone()

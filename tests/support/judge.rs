@@ -170,7 +170,13 @@ pub fn compare(p: &Prediction, before: Option<&Value>, answer: &Answer) -> Vec<S
             };
             let wrote = rv(before) != rv(Some(stored));
             let predicted_write = p.writes();
-            if wrote != predicted_write {
+            // The one documented divergence: an owned, empty ObjectMeta field the server does
+            // not serve may or may not be in its stored bytes (it is when it was written
+            // through the storage version); no client can read which, the prediction says so
+            // in a note, and the server rewrites or not (`stored_form_rewrites` below).
+            let noted =
+                !predicted_write && p.notes.iter().any(|n| n.contains("owned but not served"));
+            if wrote != predicted_write && !noted {
                 out.push(format!(
                     "write: predicted {v:?} (writes: {predicted_write}), server {}",
                     if wrote { "wrote" } else { "did not write" }

@@ -7,6 +7,7 @@ pub mod judge;
 pub mod process;
 pub mod proxy;
 pub mod realapi;
+pub mod reports;
 
 use fake_apiserver::{FakeApiServer, Resource, State, crd_openapi, openapi_fixture};
 use fieldguard::live::snapshot::Snapshot;

@@ -1,0 +1,698 @@
+//! Hostile and careless input through the command line, as users and attackers meet it:
+//! Secret values in errors, names that would rewrite request URLs, inputs far over their
+//! limits, symbolic-link loops, FIFOs and devices, NUL bytes, empty input, values the apiserver
+//! cannot store, machine reports on invalid input, refusals while recording a release, and
+//! messages people can act on. Each test reproduces a report of the hostile-input review.
+
+mod support;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fieldguard"));
+    cmd.args(args)
+        .current_dir(root())
+        .env_remove("KUBECONFIG")
+        .env("HOME", std::env::temp_dir())
+        .env_remove("FIELDGUARD_FIELD_MANAGER")
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("run fieldguard");
+    if let Some(bytes) = stdin {
+        use std::io::Write;
+        let mut input = child.stdin.take().unwrap();
+        // The reader may stop early (a refusal): a broken pipe here is expected.
+        let _ = input.write_all(bytes);
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn out(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("fieldguard-hostile-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// `check` of `files` against the bundled snapshot (namespace shop).
+fn check(files: &[&Path], extra: &[&str]) -> Output {
+    let mut args = vec![
+        "check",
+        "--snapshot",
+        "examples/cluster",
+        "-n",
+        "shop",
+        "--field-manager",
+        "helm",
+    ];
+    args.extend_from_slice(extra);
+    let names: Vec<&str> = files.iter().map(|f| f.to_str().unwrap()).collect();
+    args.extend(names);
+    run(&args, None)
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Every output format of a check of `file` (text, JSON, SARIF, JUnit), each validated
+/// against its schema.
+fn every_format(file: &Path) -> Vec<Output> {
+    let mut outs = Vec::new();
+    for f in ["text", "json", "sarif", "junit"] {
+        let o = check(&[file], &["-o", f]);
+        if f != "text" {
+            support::reports::validate(f, &o.stdout);
+        }
+        outs.push(o);
+    }
+    outs
+}
+
+#[test]
+fn secret_values_never_appear_in_errors_whatever_their_type() {
+    let dir = tempdir("secret-values");
+    let f = write(
+        &dir,
+        "secret.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: shop}\nstringData: {PIN: 73915284}\ndata:\n  password: 8675309123\n  hex: 0x5EC12E7\n",
+    );
+    let hex = i64::from_str_radix("5EC12E7", 16).unwrap().to_string();
+    for o in every_format(&f) {
+        assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+        let all = format!("{}{}", out(&o), err(&o));
+        for secret in ["73915284", "8675309123", "5EC12E7", "5ec12e7", hex.as_str()] {
+            assert!(!all.contains(secret), "{secret} leaked:\n{all}");
+        }
+        assert!(all.contains("expected string, got integer"), "{all}");
+    }
+    // The same Secret as live state: its values stay out of every report.
+    let snap = tempdir("secret-snapshot");
+    std::fs::copy(
+        root().join("examples/cluster/shop.yaml"),
+        snap.join("shop.yaml"),
+    )
+    .unwrap();
+    write(
+        &snap,
+        "secret.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  namespace: shop\n  managedFields:\n  - {manager: kubectl-edit, operation: Update, apiVersion: v1, fieldsType: FieldsV1, fieldsV1: {f:data: {f:password: {}}}}\ndata: {password: 8675309123}\n",
+    );
+    let release = write(
+        &dir,
+        "release.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: shop}\ndata: {password: aGk=}\n",
+    );
+    let s = snap.to_str().unwrap();
+    for args in [
+        vec![
+            "check",
+            "--snapshot",
+            s,
+            "-n",
+            "shop",
+            "--field-manager",
+            "helm",
+            "-o",
+            "json",
+            release.to_str().unwrap(),
+        ],
+        vec!["blame", "--snapshot", s, "-n", "shop", "secret/db"],
+        vec!["managers", "--snapshot", s, "-o", "json"],
+    ] {
+        let o = run(&args, None);
+        let all = format!("{}{}", out(&o), err(&o));
+        assert!(!all.contains("8675309123"), "{args:?} leaked:\n{all}");
+    }
+}
+
+#[test]
+fn names_are_validated_before_any_request_is_built_from_them() {
+    let server = support::empty_example_cluster();
+    let dir = tempdir("names");
+    let kc = server.kubeconfig(&dir, "shop");
+    let kc = kc.to_str().unwrap();
+    let secret = write(
+        &dir,
+        "secret.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db?force=true&x=\n  namespace: shop\nstringData: {password: x}\n",
+    );
+    let o = run(
+        &[
+            "apply",
+            "shop",
+            "-f",
+            secret.to_str().unwrap(),
+            "--server-side=true",
+            "--adopt",
+            "--kubeconfig",
+            kc,
+            "--context",
+            "fake",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(
+        err(&o).contains("secret.yaml:4: document 1: .metadata.name: Invalid value: \"db?force=true&x=\": a lowercase RFC 1123 subdomain"),
+        "{}",
+        err(&o)
+    );
+    let traversal = write(
+        &dir,
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ../../../../api/v1/namespaces/kube-system/secrets/x?a=\n  namespace: shop\n",
+    );
+    let o = run(
+        &[
+            "check",
+            "--kubeconfig",
+            kc,
+            "--context",
+            "fake",
+            "--field-manager",
+            "helm",
+            traversal.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    for r in server.requests() {
+        assert!(
+            !r.contains("db")
+                && !r.contains("force")
+                && !r.contains("kube-system")
+                && !r.contains(".."),
+            "a request was built from an invalid name: {r}"
+        );
+    }
+    // Names that are only read (blame KIND/NAME) are escaped, never interpreted.
+    let o = run(
+        &[
+            "blame",
+            "--kubeconfig",
+            kc,
+            "--context",
+            "fake",
+            "configmaps/a?b=c&d",
+        ],
+        None,
+    );
+    assert_ne!(o.status.code(), Some(0), "{}", out(&o));
+    let requests = server.requests();
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.contains("/configmaps/a%3Fb%3Dc%26d")),
+        "{requests:?}"
+    );
+    assert!(!requests.iter().any(|r| r.contains("a?b")), "{requests:?}");
+}
+
+#[test]
+fn input_limits_are_checked_on_bytes_before_parsing() {
+    let dir = tempdir("limits");
+    // A document over 3 MiB (kube-apiserver's request limit), and the same accepted when the
+    // limit is raised.
+    let big = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: big, namespace: shop}}\ndata:\n  blob: {}\n",
+        "x".repeat(4 * 1024 * 1024)
+    );
+    let f = write(&dir, "big.yaml", &big);
+    let o = check(&[&f], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        err(&o).contains("big.yaml:1: document 1: document is 4194389 bytes, more than the limit of 3 MiB (--max-document-bytes)"),
+        "{}",
+        err(&o)
+    );
+    let o = check(&[&f], &["--max-document-bytes", "8Mi"]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    // A file over its limit is refused from its size, unread.
+    let o = check(&[&f], &["--max-file-bytes", "1Mi"]);
+    assert!(
+        err(&o).contains("file is 4194389 bytes, more than the limit of 1 MiB (--max-file-bytes)"),
+        "{}",
+        err(&o)
+    );
+    // Standard input is read up to its limit and a byte.
+    let o = run(
+        &[
+            "check",
+            "--snapshot",
+            "examples/cluster",
+            "--field-manager",
+            "helm",
+            "--max-file-bytes",
+            "1Mi",
+            "-",
+        ],
+        Some(big.as_bytes()),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        err(&o).contains("<stdin>: more than the limit of 1 MiB (--max-file-bytes)"),
+        "{}",
+        err(&o)
+    );
+    // A top-level list is never an object: refused without building it.
+    let list = format!("[{}{{}}]", "{},".repeat(2_000_000));
+    let f = write(&dir, "list.json", &list);
+    let o = check(&[&f], &["--max-document-bytes", "16Mi"]);
+    assert!(
+        err(&o).contains("list.json:1: document 1: expected an object, found list"),
+        "{}",
+        err(&o)
+    );
+    // Too many documents: counted before any is parsed.
+    let many = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: m}\n---\n".repeat(30);
+    let f = write(&dir, "many.yaml", &many);
+    let o = check(&[&f], &["--max-documents", "20"]);
+    assert!(
+        err(&o).contains("documents or more, more than the limit of 20 (--max-documents)"),
+        "{}",
+        err(&o)
+    );
+    // A map of 150,000 keys (2.6 MB) is read: parsing is linear in its keys.
+    let mut keys = String::from(
+        "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"wide\",\"namespace\":\"shop\"},\"data\":{",
+    );
+    for i in 0..150_000 {
+        keys.push_str(&format!("\"k{i}\":\"v\","));
+    }
+    keys.push_str("\"last\":\"v\"}}");
+    let f = write(&dir, "wide.json", &keys);
+    let o = check(&[&f], &["-o", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+}
+
+#[test]
+fn loops_fifos_and_devices_cost_a_refusal_not_the_machine() {
+    let dir = tempdir("special");
+    write(
+        &dir,
+        "a.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: shop}\n",
+    );
+    std::os::unix::fs::symlink(&dir, dir.join("loop")).unwrap();
+    let o = check(&[&dir], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(
+        err(&o).contains("loop: this directory was already read (a symbolic link loop?)"),
+        "{}",
+        err(&o)
+    );
+    // /dev/zero, named: read up to the limit, then refused.
+    let o = check(&[Path::new("/dev/zero")], &["--max-file-bytes", "1Mi"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        err(&o).contains("/dev/zero: more than the limit of 1 MiB"),
+        "{}",
+        err(&o)
+    );
+    // A FIFO nobody writes to, named: read as empty (not a hang), and empty is an error.
+    let fifos = tempdir("fifos");
+    let fifo = fifos.join("pipe.yaml");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let o = check(&[&fifo], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("no objects in the input"), "{}", err(&o));
+    // Inside a directory it is reported, not read.
+    let o = check(&[&fifos], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        err(&o).contains(
+            "pipe.yaml: not a regular file (a FIFO): name it on the command line to read it"
+        ),
+        "{}",
+        err(&o)
+    );
+}
+
+#[test]
+fn control_characters_and_empty_input_are_errors_not_shorter_input() {
+    let dir = tempdir("nul");
+    // Before: the NUL ended the stream silently, the conflicting Deployment after it vanished
+    // and the check passed.
+    let release = std::fs::read_to_string(root().join("examples/release/checkout.yaml")).unwrap();
+    let text = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: n, namespace: shop}}\ndata: {{k: a\0b}}\n---\n{release}"
+    );
+    let f = write(&dir, "nul.yaml", &text);
+    let o = check(&[&f], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", out(&o));
+    assert!(
+        err(&o).contains("nul.yaml:4: document 1: control character U+0000 is not allowed in YAML"),
+        "{}",
+        err(&o)
+    );
+    for (name, text) in [
+        ("empty.yaml", ""),
+        (
+            "comments.yaml",
+            "# rendered nothing\n---\n# still nothing\n",
+        ),
+        ("list.yaml", "apiVersion: v1\nkind: List\nitems: []\n"),
+    ] {
+        let f = write(&dir, name, text);
+        let o = check(&[&f], &[]);
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", out(&o));
+        assert!(
+            err(&o).contains("no objects in the input"),
+            "{name}: {}",
+            err(&o)
+        );
+        let o = check(&[&f], &["--allow-empty"]);
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", err(&o));
+    }
+    let o = run(
+        &[
+            "check",
+            "--snapshot",
+            "examples/cluster",
+            "--field-manager",
+            "helm",
+            "-",
+        ],
+        Some(b""),
+    );
+    assert_eq!(o.status.code(), Some(2), "closed stdin: {}", err(&o));
+    let f = write(
+        &dir,
+        "items.yaml",
+        "apiVersion: v1\nkind: List\nitems: {}\n",
+    );
+    let o = check(&[&f], &[]);
+    assert!(
+        err(&o).contains(".items: expected a list, found map"),
+        "{}",
+        err(&o)
+    );
+    // Without -n, a snapshot says where unnamespaced objects went.
+    let f = write(
+        &dir,
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\n",
+    );
+    let o = run(
+        &[
+            "check",
+            "--snapshot",
+            "examples/cluster",
+            "--field-manager",
+            "helm",
+            f.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(
+        err(&o).contains("note: 1 object(s) name no namespace and were checked in \"default\""),
+        "{}",
+        err(&o)
+    );
+}
+
+#[test]
+fn values_the_apiserver_cannot_store_are_not_predicted() {
+    let dir = tempdir("values");
+    let f = write(
+        &dir,
+        "values.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: shop}\nspec:\n  replicas: 100000000000000000000000000000000\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: app, image: app:1}]}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: shop}\ndata: {password: hunter2}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: shop\n  labels: {\"bad key!\": x}\n",
+    );
+    let o = check(&[&f], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", out(&o));
+    let e = err(&o);
+    assert!(
+        e.contains("values.yaml:5: document 1: .spec.replicas: 1e+32 is not an int32"),
+        "{e}"
+    );
+    assert!(
+        e.contains(
+            "values.yaml:14: document 2: .data.password: illegal base64 data at input byte 4"
+        ),
+        "{e}"
+    );
+    assert!(!e.contains("hunter2"), "{e}");
+    assert!(
+        e.contains("values.yaml:21: document 3: .metadata.labels: Invalid value: \"bad key!\": name part must consist of alphanumeric characters"),
+        "{e}"
+    );
+}
+
+#[test]
+fn invalid_input_still_gives_ci_a_report() {
+    let dir = tempdir("reports");
+    let f = write(
+        &dir,
+        "bad.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {namespace: shop}\n",
+    );
+    let outs = every_format(&f);
+    for o in &outs {
+        assert_eq!(o.status.code(), Some(2));
+        assert!(err(o).contains("metadata.name is missing"), "{}", err(o));
+    }
+    let json: Value = serde_json::from_slice(&outs[1].stdout).unwrap();
+    assert_eq!(json["kind"], "InvalidInput");
+    assert_eq!(json["errors"][0]["path"], ".metadata.name");
+    let sarif: Value = serde_json::from_slice(&outs[2].stdout).unwrap();
+    let result = &sarif["runs"][0]["results"][0];
+    assert_eq!(result["ruleId"], "FG006");
+    assert_eq!(
+        result["locations"][0]["physicalLocation"]["region"]["startLine"],
+        3
+    );
+    assert!(
+        out(&outs[3]).contains("<error type=\"InvalidInput\""),
+        "{}",
+        out(&outs[3])
+    );
+}
+
+#[test]
+fn an_apply_refused_while_recording_its_revision_says_so() {
+    let server = support::empty_example_cluster();
+    server.state.lock().unwrap().refuse_writes_to = Some("secrets".into());
+    let dir = tempdir("record");
+    let kc = server.kubeconfig(&dir, "shop");
+    let f = write(
+        &dir,
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: shop}\ndata: {a: b}\n",
+    );
+    let o = run(
+        &[
+            "apply",
+            "shop",
+            "-f",
+            f.to_str().unwrap(),
+            "-o",
+            "json",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+            "--context",
+            "fake",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    let doc: Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", out(&o)));
+    assert_eq!(doc["kind"], "ApplyRefused");
+    assert!(doc["message"].as_str().unwrap().contains("(403)"), "{doc}");
+    assert!(
+        !server
+            .requests()
+            .iter()
+            .any(|r| r.contains("configmaps") && !r.starts_with("GET")),
+        "an object was written although the release could not be recorded"
+    );
+}
+
+/// A server answering with stalled connections for `--server`: a port held but not listening.
+fn unreachable_server() -> (socket2::Socket, String) {
+    let (held, port) = support::process::closed_port();
+    (held, format!("127.0.0.1:{port}"))
+}
+
+#[test]
+fn errors_people_can_act_on() {
+    let dir = tempdir("messages");
+    let f = write(
+        &dir,
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: shop}\n",
+    );
+    let f = f.to_str().unwrap();
+    // The cause of an unreachable service, not only "transport error".
+    let (_held, addr) = unreachable_server();
+    let o = run(
+        &["check", "--server", &addr, "--field-manager", "helm", f],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(3));
+    assert!(err(&o).contains("Connection refused"), "{}", err(&o));
+    // A missing token file names its flag.
+    let o = run(
+        &[
+            "check",
+            "--server",
+            &addr,
+            "--token-file",
+            "/nonexistent/token",
+            "--field-manager",
+            "helm",
+            f,
+        ],
+        None,
+    );
+    assert!(
+        err(&o).contains("--token-file /nonexistent/token:"),
+        "{}",
+        err(&o)
+    );
+    // A missing kubeconfig is named once.
+    let o = run(
+        &[
+            "check",
+            "--kubeconfig",
+            "/nonexistent/kc",
+            "--field-manager",
+            "helm",
+            f,
+        ],
+        None,
+    );
+    assert_eq!(err(&o).matches("/nonexistent/kc").count(), 1, "{}", err(&o));
+    // Broken managedFields in a snapshot are located in the snapshot.
+    let snap = tempdir("broken-snapshot");
+    write(
+        &snap,
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: shop\n  managedFields:\n  - {manager: m, operation: Update, apiVersion: v1, fieldsType: FieldsV1, fieldsV1: {bogus: {}}}\ndata: {x: '1'}\n",
+    );
+    let o = run(
+        &[
+            "check",
+            "--snapshot",
+            snap.to_str().unwrap(),
+            "-n",
+            "shop",
+            "--field-manager",
+            "helm",
+            f,
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", out(&o));
+    assert!(err(&o).contains("broken-snapshot/cm.yaml:"), "{}", err(&o));
+    assert!(err(&o).contains("(live state)"), "{}", err(&o));
+    // Manager names with terminal escape sequences are printed escaped.
+    let snap = tempdir("escapes");
+    write(
+        &snap,
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: shop\n  managedFields:\n  - {manager: \"evil\\e[2J\\e]0;owned\\a\", operation: Update, apiVersion: v1, fieldsType: FieldsV1, fieldsV1: {f:data: {f:x: {}}}}\ndata: {x: '1'}\n",
+    );
+    let conflicting = write(
+        &dir,
+        "x.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: shop}\ndata: {x: '2'}\n",
+    );
+    for args in [
+        vec![
+            "check",
+            "--snapshot",
+            snap.to_str().unwrap(),
+            "-n",
+            "shop",
+            "--field-manager",
+            "helm",
+            conflicting.to_str().unwrap(),
+        ],
+        vec!["managers", "--snapshot", snap.to_str().unwrap()],
+        vec![
+            "blame",
+            "--snapshot",
+            snap.to_str().unwrap(),
+            "-n",
+            "shop",
+            "configmap/c",
+        ],
+    ] {
+        let o = run(&args, None);
+        let all = format!("{}{}", out(&o), err(&o));
+        assert!(
+            !all.contains('\u{1b}') && !all.contains('\u{7}'),
+            "{args:?}: {all:?}"
+        );
+        assert!(all.contains("evil\\u{1b}[2J"), "{args:?}: {all}");
+    }
+    // Output to a closed pipe is said, not silent (the pipe's reading end is closed before
+    // the process starts: every write fails).
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let o = Command::new(env!("CARGO_BIN_EXE_fieldguard"))
+        .args([
+            "check",
+            "--snapshot",
+            "examples/cluster",
+            "-n",
+            "shop",
+            "--field-manager",
+            "helm",
+            "examples/release",
+        ])
+        .current_dir(root())
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err(&o).contains("cannot write the output"), "{}", err(&o));
+}
+
+#[test]
+fn help_says_what_each_command_takes() {
+    let o = run(&["apply", "--help"], None);
+    let h = out(&o);
+    for want in [
+        "More manifests",
+        "Kubeconfig file",
+        "Kubeconfig context",
+        "the release stopped before its first write",
+        "--max-document-bytes",
+    ] {
+        assert!(h.contains(want), "apply --help lacks {want:?}:\n{h}");
+    }
+    assert!(
+        !h.contains("1  conflicts found, or an apply the apiserver would refuse"),
+        "{h}"
+    );
+    for cmd in ["blame", "managers"] {
+        let h = out(&run(&[cmd, "--help"], None));
+        assert!(h.contains("Output: text"), "{cmd} --help:\n{h}");
+    }
+}
