@@ -417,6 +417,57 @@ async fn invalid_requests_carry_located_bad_request_details() {
     assert_eq!(e.code(), Code::InvalidArgument);
 }
 
+/// A unary gRPC call over a bare HTTP/2 connection, with `grpc-timeout` and no client-side
+/// timer: the server's grpc-status and grpc-message.
+async fn raw_unary(
+    addr: std::net::SocketAddr,
+    path: &str,
+    message: &[u8],
+    timeout: &str,
+) -> (i32, String) {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut client, conn) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let req = http::Request::post(format!("http://{addr}{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("grpc-timeout", timeout)
+        .body(())
+        .unwrap();
+    let (response, mut body) = client.send_request(req, false).unwrap();
+    let mut framed = vec![0u8];
+    framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    framed.extend_from_slice(message);
+    body.send_data(bytes::Bytes::from(framed), true).unwrap();
+    let response = response.await.unwrap();
+    let status = |h: &http::HeaderMap| {
+        let code = h
+            .get("grpc-status")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
+        let msg = h
+            .get("grpc-message")
+            .and_then(|v| v.to_str().ok())
+            .map(|m| {
+                percent_encoding::percent_decode_str(m)
+                    .decode_utf8_lossy()
+                    .into_owned()
+            })
+            .unwrap_or_default();
+        code.map(|c| (c, msg))
+    };
+    // Trailers-only answers carry the status in the headers.
+    if let Some(s) = status(response.headers()) {
+        return s;
+    }
+    let mut stream = response.into_body();
+    while stream.data().await.is_some() {}
+    let trailers = stream.trailers().await.unwrap().unwrap_or_default();
+    status(&trailers).expect("a grpc-status")
+}
+
 /// The server enforces the caller's `grpc-timeout` (sent as a header only, so no client-side
 /// timer is involved): the work provably outlasts the deadline, because the apiserver's
 /// answer it needs is held back until the test has its error.
@@ -434,13 +485,17 @@ async fn a_deadline_shorter_than_the_work_ends_the_request() {
     prod.state.lock().unwrap().hold_gets = Some(gate.clone());
     let mut r = request();
     r.fresh = true;
-    let mut r = tonic::Request::new(r);
-    r.metadata_mut()
-        .insert("grpc-timeout", "100m".parse().unwrap());
-    let mut a = AnalysisClient::new(s.channel.clone());
-    let e = a.predict_conflicts(r).await.unwrap_err();
-    assert_eq!(e.code(), Code::DeadlineExceeded, "{e:?}");
-    assert!(e.message().contains("deadline"), "{e:?}");
+    // Sent over plain HTTP/2: a tonic client would also enforce the header's deadline itself
+    // and race the server's answer (reporting its own CANCELLED).
+    let (code, message) = raw_unary(
+        s.addr,
+        "/fieldguard.v1.Analysis/PredictConflicts",
+        &prost::Message::encode_to_vec(&r),
+        "100m",
+    )
+    .await;
+    assert_eq!(code, Code::DeadlineExceeded as i32, "{message}");
+    assert!(message.contains("deadline"), "{message}");
     gate.open();
     s.stop().await;
     cache.stop();
@@ -1228,4 +1283,77 @@ async fn start_with_tls(stores: Stores) -> Running {
         stopping: Some(stopping_rx),
         done,
     }
+}
+
+/// Reads are authorized against the resource discovery names for the kind — also for kinds
+/// the cache does not watch — never a plural guessed from the kind (`policys`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authorization_asks_about_the_served_resource() {
+    use support::fake_apiserver::{FakeApiServer, Resource, State};
+    let mut resources = support::example_resources();
+    resources.push(Resource::new(
+        "example.com/v1",
+        "Policy",
+        "policies",
+        true,
+        &[],
+    ));
+    let mut st = State::new(resources);
+    st.seed(
+        serde_json::json!({"apiVersion": "example.com/v1", "kind": "Policy",
+        "metadata": {"name": "p1", "namespace": "shop"}, "spec": {"x": 1}}),
+    );
+    st.tokens.insert(
+        "alice-token".into(),
+        ("alice".into(), vec![], vec!["fieldguard".into()], false),
+    );
+    st.grants.push((
+        "alice".into(),
+        "get".into(),
+        "policies".into(),
+        "shop".into(),
+    ));
+    let server = FakeApiServer::start(st);
+    let config = fieldguard::cache::CacheConfig {
+        exclude_kinds: vec!["Event".into(), "Policy".into()],
+        ..Default::default()
+    };
+    let cache = ClusterCache::start("prod", server.api("shop").await, config)
+        .await
+        .unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(60), cache.wait_synced())
+        .await
+        .unwrap();
+    let stores = secured(
+        Stores::single("prod", cache.clone() as Arc<dyn fieldguard::service::Store>),
+        &server,
+        false,
+    )
+    .await;
+    let mut running = start_with(stores).await;
+    running.ready.take().unwrap().send(()).unwrap();
+    let mut own = OwnershipClient::new(running.channel.clone());
+    let req = pb::BlameRequest {
+        object: Some(pb::ObjectRef {
+            api_version: "example.com/v1".into(),
+            kind: "Policy".into(),
+            namespace: "shop".into(),
+            name: "p1".into(),
+        }),
+        ..Default::default()
+    };
+    let r = own
+        .blame(authorized(tonic::Request::new(req), "alice-token"))
+        .await;
+    if let Err(e) = &r {
+        assert_ne!(e.code(), Code::PermissionDenied, "{e:?}");
+    }
+    let sars: Vec<String> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.contains("subjectaccessreviews"))
+        .collect();
+    assert!(!sars.is_empty());
+    running.stop().await;
+    cache.stop();
 }

@@ -627,7 +627,7 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
     }
 
     // Applies, CRDs and Namespaces first.
-    let patch_meta = crate::patch::meta::kubernetes("k8s").ok();
+    let patch_meta = crate::patch::meta::kubernetes(crate::catalog::DEFAULT_KUBERNETES).ok();
     let previous = history.last_applied().map(|r| r.manifest.clone());
     let previous_docs: Vec<Document> = previous
         .as_deref()

@@ -95,6 +95,8 @@ pub struct ClusterCache {
     pub interner: Interner,
     pub stats: Stats,
     watched: RwLock<Vec<Watched>>,
+    /// Every resource the last discovery reported (watched or not).
+    served: RwLock<Vec<ServedResource>>,
     synced: AtomicUsize,
     synced_notify: tokio::sync::Notify,
     types: DashMap<String, Option<GvTypes>>,
@@ -120,6 +122,7 @@ impl ClusterCache {
             interner: Interner::default(),
             stats: Stats::default(),
             watched: RwLock::new(Vec::new()),
+            served: RwLock::new(Vec::new()),
             synced: AtomicUsize::new(0),
             synced_notify: tokio::sync::Notify::new(),
             types: DashMap::new(),
@@ -149,6 +152,7 @@ impl ClusterCache {
     /// Watches resources discovery reports that are not watched yet (new CRDs).
     pub async fn refresh_resources(self: &Arc<Self>) -> Result<(), ClusterError> {
         let resources = self.api.resources().await?;
+        *self.served.write().unwrap_or_else(|p| p.into_inner()) = resources.clone();
         let mut w = self.watched.write().unwrap_or_else(|p| p.into_inner());
         for r in resources.into_iter().filter(|r| self.config.wants(r)) {
             if w.iter()
@@ -345,12 +349,23 @@ impl Store for ClusterCache {
     }
 
     fn resource_of(&self, r: &ObjectRef) -> Option<String> {
-        self.watched
+        let matches = |x: &ServedResource| x.kind == r.kind && group_of(&x.api_version) == r.group;
+        let watched = self
+            .watched
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .find(|w| w.resource.kind == r.kind && group_of(&w.resource.api_version) == r.group)
-            .map(|w| w.resource.plural.clone())
+            .find(|w| matches(&w.resource))
+            .map(|w| w.resource.plural.clone());
+        // Kinds not watched (excluded, filtered) are still served: discovery knows them.
+        watched.or_else(|| {
+            self.served
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .find(|x| matches(x))
+                .map(|x| x.plural.clone())
+        })
     }
 
     fn managed_by(&self, manager: &str) -> Vec<(ObjectRef, Stored)> {

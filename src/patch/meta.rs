@@ -334,3 +334,29 @@ pub fn kubernetes(version: &str) -> Result<&'static PatchSchema, PatchError> {
     cache.insert(version, schema);
     Ok(schema)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Client-side apply patches every built-in kind of the default version with a strategic
+    /// merge patch (kubectl does), never a JSON merge patch for want of metadata.
+    #[test]
+    fn every_builtin_kind_of_the_default_version_has_patch_metadata() {
+        let v = crate::catalog::DEFAULT_KUBERNETES;
+        let meta = kubernetes(v).unwrap();
+        let schema = crate::schema::builtin::kubernetes(v).unwrap();
+        let mut n = 0;
+        for (gvk, _) in schema.gvks() {
+            if gvk.kind.ends_with("List") || gvk.kind == "WatchEvent" || gvk.kind.is_empty() {
+                continue;
+            }
+            n += 1;
+            assert!(
+                meta.root_for(&gvk.api_version(), &gvk.kind).is_some(),
+                "no strategic-merge metadata for {gvk:?} in {v}"
+            );
+        }
+        assert!(n > 100, "{n} kinds");
+    }
+}

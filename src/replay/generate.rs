@@ -88,7 +88,7 @@ fn remove(obj: &mut Value, path: &[&str]) {
 
 impl Generator {
     fn new(seed: u64) -> Generator {
-        let base = builtin::default_schema().expect("built-in schema");
+        let base = builtin::kubernetes(builtin::ORACLE_VERSION).expect("built-in schema");
         let crd_value = crate::value::yaml::parse_one(WIDGET_CRD).expect("widget CRD parses");
         let (schema, versions) = crd::schema_for(&crd_value, base).expect("widget CRD converts");
         let widget_type = versions[0].type_name.clone().expect("widget has a schema");

@@ -306,7 +306,7 @@ fn load_schema(raw: &Value) -> Result<Loaded, String> {
             let version = if s.len() > 4 {
                 &s[4..]
             } else {
-                builtin::DEFAULT_VERSION
+                builtin::ORACLE_VERSION
             };
             let schema = builtin::kubernetes(version).map_err(|e| format!("schema {s:?}: {e}"))?;
             return Ok(Loaded {

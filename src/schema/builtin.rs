@@ -8,8 +8,12 @@ use super::{openapi_v2, smd_yaml};
 use std::io::Read;
 use std::sync::OnceLock;
 
-/// The version `"k8s"` means.
-pub const DEFAULT_VERSION: &str = "v1.30.1";
+/// The version fieldguard defaults to, everywhere (one default, kept by the catalog).
+pub const DEFAULT_VERSION: &str = crate::catalog::DEFAULT_KUBERNETES;
+
+/// The version the reference oracle's `"k8s"` schema is (the case format `replay` shares with
+/// it), and the version random cases are generated over.
+pub const ORACLE_VERSION: &str = "v1.30.1";
 
 struct Bundle {
     version: &'static str,
@@ -108,7 +112,7 @@ pub fn swagger_json(version: &str) -> Result<(&'static str, String), SchemaError
     Ok((bundle.version, gunzip(bundle.swagger_gz)?))
 }
 
-/// The default built-in schema.
+/// The default built-in schema ([`DEFAULT_VERSION`]).
 pub fn default_schema() -> Result<&'static Schema, SchemaError> {
     kubernetes(DEFAULT_VERSION)
 }

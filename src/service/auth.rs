@@ -203,6 +203,12 @@ impl Auth {
     }
 
     /// May `caller` get the object (the resource is its plural)? Open services allow all.
+    /// True when the caller may read every object without asking (open mode; a store with no
+    /// cluster to ask, for authenticated callers).
+    pub fn reads_everything(&self, caller: &Caller) -> bool {
+        caller.via == "open" || (self.api.is_none() && caller.via != "anonymous")
+    }
+
     pub async fn can_get(&self, caller: &Caller, r: &ObjectRef, resource: &str) -> bool {
         if caller.via == "open" {
             return true;

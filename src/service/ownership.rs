@@ -190,12 +190,13 @@ impl Ownership for OwnershipService {
         let caller = self.stores.caller(&req).await?;
         let req = req.into_inner();
         let (_, store) = self.stores.get(&req.cluster)?;
-        let s2 = store.clone();
-        let resp = blocking(move || blame_one(&*s2, &req)).await?;
-        let r = super::object_ref_of(resp.object.as_ref());
+        // Authorized before anything is looked up: whether an object exists is not told to
+        // callers who may not read it.
+        let r = super::object_ref_of(req.object.as_ref());
         if !self.stores.may_read(&caller, &*store, &r).await {
             return Err(super::forbidden(&caller, &[r]));
         }
+        let resp = blocking(move || blame_one(&*store, &req)).await?;
         Ok(Response::new(resp))
     }
 
