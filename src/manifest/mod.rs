@@ -446,7 +446,8 @@ fn yaml_options(out: &Loaded) -> YamlOptions {
 
 /// A YAML stream: its documents found and measured first, then parsed one by one.
 fn parse_yaml(name: &Arc<str>, text: &str, out: &mut Loaded) {
-    let chunks = split::chunks(text);
+    let left = out.limits.documents.saturating_sub(out.counted);
+    let chunks = split::chunks_up_to(text, left);
     if !out.count(name, chunks.len()) {
         return;
     }

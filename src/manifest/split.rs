@@ -19,7 +19,14 @@ fn marker(line: &[u8], m: &[u8; 3]) -> bool {
 
 /// The parts of `text`, in order, covering it whole (a part may hold no document: only
 /// comments, or an end marker).
+#[cfg(test)]
 pub fn chunks(text: &str) -> Vec<Chunk> {
+    chunks_up_to(text, usize::MAX)
+}
+
+/// [`chunks`], stopping after `max + 1` parts (the caller refuses more than `max`: the rest of
+/// a huge stream is not scanned).
+pub fn chunks_up_to(text: &str, max: usize) -> Vec<Chunk> {
     let b = text.as_bytes();
     let mut out = Vec::new();
     let mut start = 0usize;
@@ -36,6 +43,9 @@ pub fn chunks(text: &str) -> Vec<Chunk> {
         } else if marker(l, b"---") && directives {
             directives = false;
         } else if marker(l, b"---") && pos > start {
+            if out.len() > max {
+                return out;
+            }
             out.push(Chunk {
                 start,
                 end: pos,

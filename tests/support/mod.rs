@@ -3,6 +3,7 @@
 
 pub mod fake_apiserver;
 pub mod fake_writes;
+pub mod grpc_raw;
 pub mod judge;
 pub mod process;
 pub mod proxy;
