@@ -17,7 +17,7 @@ rounds=${3:-5}
 scripts/setup.sh >/dev/null
 oracle=${SSA_ORACLE:-$PWD/.oracle/bin/ssa-oracle-modern}
 echo "building fieldguard (profile dist: what ships)..." >&2
-cargo build --quiet --profile dist
+cargo build --quiet --profile dist --features generator
 ours=$PWD/target/dist/fieldguard
 
 work=$(mktemp -d)

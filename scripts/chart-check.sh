@@ -19,7 +19,8 @@ trap 'rm -rf "$out"' EXIT
 "$helm" template fieldguard "$chart" --namespace platform -f "$chart/ci/full-values.yaml" > "$out/full.yaml"
 "$venv/kubernetes-validate" --strict --quiet -k 1.33.0 "$out/default.yaml" "$out/full.yaml"
 for f in default full; do
-  cargo run --quiet --release -- check --snapshot examples/cluster \
+  # shellcheck disable=SC2086 # FIELDGUARD_BUILD holds several flags
+  cargo run --quiet ${FIELDGUARD_BUILD:---release} -- check --snapshot examples/cluster \
     --snapshot tests/data/crds/prometheus-operator-ServiceMonitor.yaml --field-manager helm \
     -n platform -o json "$out/$f.yaml" > "$out/$f.json"
 done

@@ -14,6 +14,10 @@ export FIELDGUARD_REQUIRE_VALIDATORS=1
 export FIELDGUARD_REQUIRE_REALAPI=1
 export FIELDGUARD_SHARED=${FIELDGUARD_SHARED:-$PWD/../shared}
 cargo fmt --all -- --check
-cargo clippy --all-targets --release -- -D warnings
-cargo test --release -- --show-output 2>&1 | grep -v '^---- .* stdout ----$' | grep -v '^successes:$'
+cargo clippy --all-targets --all-features --release -- -D warnings
+# Profile `checked`: optimized, with the engine's debug-only cross-checks and overflow checks
+# on; `generator`: the random cases of the differential tests.
+cargo test --profile checked --features generator -- --show-output 2>&1 | grep -v '^---- .* stdout ----$' | grep -v '^successes:$'
+# The chart check runs the binary the tests built (the same profile and features).
+export FIELDGUARD_BUILD="--profile checked --features generator"
 scripts/chart-check.sh

@@ -199,7 +199,7 @@ fn real_crds_convert_with_their_list_and_map_semantics() {
 
 #[test]
 fn embedded_resources_get_type_and_object_meta() {
-    let crd_text = fieldguard::replay::generate::WIDGET_CRD;
+    let crd_text = fieldguard::replay::WIDGET_CRD;
     let s = load_document(crd_text, "widget").unwrap();
     let t = s
         .type_for(&Gvk::new("example.fieldguard.dev", "v1", "Widget"))

@@ -12,15 +12,19 @@ pub struct ReplayArgs {
     /// Evaluate each case's "expect" block; print a summary to stderr and exit 1 on failure.
     #[arg(long)]
     pub check: bool,
-    /// Instead of running cases, print this many random cases (for differential testing).
+    /// Instead of running cases, print this many random cases (for differential testing;
+    /// built with `--features generator`).
+    #[cfg(feature = "generator")]
     #[arg(long, value_name = "N")]
     pub generate: Option<usize>,
     /// Seed for --generate.
+    #[cfg(feature = "generator")]
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 }
 
 pub fn run(args: ReplayArgs) -> ExitCode {
+    #[cfg(feature = "generator")]
     if let Some(n) = args.generate {
         let stdout = std::io::stdout();
         let mut out = BufWriter::new(stdout.lock());

@@ -21,6 +21,8 @@ use std::time::Duration;
 const CONCURRENCY: usize = 16;
 /// Bound on any one request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a write may take (kube-apiserver's own request timeout is 60 s).
+const WRITE_TIMEOUT: Duration = Duration::from_secs(70);
 
 /// Which cluster, as kubectl's flags name it.
 #[derive(Clone, Debug, Default)]
@@ -626,10 +628,18 @@ impl Api {
             .header(http::header::ACCEPT, "application/json")
             .body(body)
             .map_err(|e| Err(ClusterError(format!("{url}: {e}"))))?;
-        match self.client().request_text(req).await {
-            Ok(t) => Ok(t),
-            Err(kube::Error::Api(s)) => Err(Ok(*s)),
-            Err(e) => Err(Err(ClusterError(format!(
+        // kube-apiserver gives a request 60 s (admission webhooks included); a write that
+        // outlasts that is not coming back.
+        let res = tokio::time::timeout(WRITE_TIMEOUT, self.client().request_text(req)).await;
+        match res {
+            Err(_) => Err(Err(ClusterError(format!(
+                "cluster {}: {method} {url}: no answer within {}s",
+                self.url(),
+                WRITE_TIMEOUT.as_secs()
+            )))),
+            Ok(Ok(t)) => Ok(t),
+            Ok(Err(kube::Error::Api(s))) => Err(Ok(*s)),
+            Ok(Err(e)) => Err(Err(ClusterError(format!(
                 "cluster {} unreachable: {method} {url}: {e}",
                 self.url()
             )))),

@@ -4,16 +4,13 @@
 //! small domains so managers collide often. Update steps edit the object as it stands after the
 //! previous steps, like controllers and `kubectl edit` do.
 
-use super::{CaseInput, Replayer, StepInput};
+use super::{CaseInput, Replayer, StepInput, WIDGET_CRD};
 use crate::managedfields::entries_to_value;
 use crate::schema::{builtin, crd, smd_yaml};
 use crate::value::json::{self, Style};
 use crate::value::{Map, Value};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-
-/// The CRD used by generated custom-resource cases (also shipped as an example).
-pub const WIDGET_CRD: &str = include_str!("data/widget-crd.yaml");
 
 /// Generates `count` cases (JSON lines) from `seed`. The same seed gives the same cases.
 pub fn generate(seed: u64, count: usize) -> Vec<String> {

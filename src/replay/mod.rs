@@ -4,7 +4,13 @@
 //! prediction offline the same way.
 
 mod check;
+/// Random cases for differential testing: a development tool, not in the shipped binary
+/// (`--features generator`).
+#[cfg(feature = "generator")]
 pub mod generate;
+
+/// The CRD of the generated custom-resource cases (also shipped as an example).
+pub const WIDGET_CRD: &str = include_str!("data/widget-crd.yaml");
 
 mod input;
 mod output;

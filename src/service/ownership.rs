@@ -318,9 +318,19 @@ impl Ownership for OwnershipService {
         let caller = self.stores.caller(&req).await?;
         let req = req.into_inner();
         let (_, store) = self.stores.get(&req.cluster)?;
-        let mut all: Vec<(ObjectRef, Arc<Value>)> = Vec::new();
-        for (r, o) in store.all() {
-            if selected(&req.selector, &r, &o) && self.stores.may_read(&caller, &*store, &r).await {
+        // Reading every object is work for the blocking pool, not the runtime's workers.
+        let (reader, selector) = (store.clone(), req.selector.clone());
+        let candidates: Vec<(ObjectRef, Arc<Value>)> = blocking(move || {
+            Ok(reader
+                .all()
+                .into_iter()
+                .filter(|(r, o)| selected(&selector, r, o))
+                .collect())
+        })
+        .await?;
+        let mut all: Vec<(ObjectRef, Arc<Value>)> = Vec::with_capacity(candidates.len());
+        for (r, o) in candidates {
+            if self.stores.may_read(&caller, &*store, &r).await {
                 all.push((r, o));
             }
         }

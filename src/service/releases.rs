@@ -9,6 +9,9 @@ use crate::apply::release::ServerSide;
 use crate::apply::run::{self, Outcome, Request as RunRequest, RunError};
 use std::pin::Pin;
 use std::time::Duration;
+
+/// Progress lines queued for a caller, at most.
+const PROGRESS_QUEUE: usize = 64;
 use tokio_stream::Stream;
 use tonic::{Code, Request, Response, Status};
 
@@ -236,16 +239,28 @@ impl Releases for ReleasesService {
             wait: (req.wait_seconds > 0).then(|| Duration::from_secs(req.wait_seconds as u64)),
             poll: Duration::from_secs(2),
         };
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        // Bounded: a caller that stops reading cannot grow the queue. Progress lines beyond
+        // it are dropped (and counted in the next line that gets through); the result is
+        // always delivered.
+        let (tx, rx) = tokio::sync::mpsc::channel(PROGRESS_QUEUE);
         let audit = self.stores.audit.clone();
         let who = caller.clone();
         tokio::spawn(async move {
             let (release, namespace) = (run_req.release.clone(), run_req.namespace.clone());
             let progress_tx = tx.clone();
+            let mut dropped = 0usize;
             let mut progress = move |line: &str| {
-                let _ = progress_tx.send(Ok(pb::ApplyEvent {
-                    event: Some(Event::Progress(line.to_string())),
-                }));
+                let text = if dropped > 0 {
+                    format!("({dropped} progress line(s) dropped: the caller reads slowly) {line}")
+                } else {
+                    line.to_string()
+                };
+                match progress_tx.try_send(Ok(pb::ApplyEvent {
+                    event: Some(Event::Progress(text)),
+                })) {
+                    Ok(()) => dropped = 0,
+                    Err(_) => dropped += 1,
+                }
             };
             let outcome = run::run(&api, run_req, &mut progress).await;
             audit.record(&audit_entry(&who, &cluster, &release, &namespace, &outcome));
@@ -264,10 +279,10 @@ impl Releases for ReleasesService {
                     Err(error(Code::Unavailable, "CLUSTER_UNAVAILABLE", &m, &[]))
                 }
             };
-            let _ = tx.send(msg);
+            let _ = tx.send(msg).await;
         });
         Ok(Response::new(Box::pin(
-            tokio_stream::wrappers::UnboundedReceiverStream::new(rx),
+            tokio_stream::wrappers::ReceiverStream::new(rx),
         )))
     }
 }
