@@ -17,7 +17,7 @@ cargo fmt --all -- --check
 cargo clippy --all-targets --all-features --release -- -D warnings
 # Profile `checked`: optimized, with the engine's debug-only cross-checks and overflow checks
 # on; `generator`: the random cases of the differential tests.
-cargo test --profile checked --features generator -- --show-output 2>&1 | grep -v '^---- .* stdout ----$' | grep -v '^successes:$'
+cargo test --profile checked --features generator,fault-injection -- --show-output 2>&1 | grep -v '^---- .* stdout ----$' | grep -v '^successes:$'
 # The chart check runs the binary the tests built (the same profile and features).
-export FIELDGUARD_BUILD="--profile checked --features generator"
+export FIELDGUARD_BUILD="--profile checked --features generator,fault-injection"
 scripts/chart-check.sh

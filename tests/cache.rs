@@ -52,6 +52,7 @@ async fn start(st: State) -> (FakeApiServer, Arc<ClusterCache>) {
     let api = server.api("default").await;
     let config = CacheConfig {
         backoff: Duration::from_millis(5),
+        max_backoff: Duration::from_millis(100),
         watch_timeout_secs: 30,
         ..CacheConfig::default()
     };
@@ -242,20 +243,30 @@ async fn undecodable_objects_are_skipped_and_counted_and_the_store_answers() {
 
     // The store interface: objects with resourceVersions, managers, full content fetched.
     let c2 = cache.clone();
-    let (all, web) = tokio::task::spawn_blocking(move || {
+    let oref = |kind: &str, name: &str| fieldguard::live::ObjectRef {
+        group: if kind == "Deployment" { "apps" } else { "" }.into(),
+        kind: kind.into(),
+        namespace: "default".into(),
+        name: name.into(),
+    };
+    let (all, web, bad, absent) = tokio::task::spawn_blocking(move || {
         let all = c2.all();
-        let web = c2.get(&fieldguard::live::ObjectRef {
-            group: "apps".into(),
-            kind: "Deployment".into(),
-            namespace: "default".into(),
-            name: "web".into(),
-        });
-        (all, web)
+        let web = c2.get(&oref("Deployment", "web"));
+        let bad = c2.get(&oref("ConfigMap", "bad"));
+        let absent = c2.get(&oref("ConfigMap", "absent"));
+        (all, web, bad, absent)
     })
     .await
     .unwrap();
     assert_eq!(all.len(), 2);
-    let web = web.unwrap();
+    // The unreadable object exists: asking for it is an error, never "absent" (a creation).
+    let bad = bad.expect_err("an unreadable object is not absent");
+    assert!(
+        bad.contains("ConfigMap default/bad") && bad.contains("cannot read"),
+        "{bad}"
+    );
+    assert!(absent.unwrap().is_none());
+    let web = web.unwrap().unwrap();
     assert_eq!(
         web.get_path(&["spec", "replicas"]),
         Some(&fieldguard::value::Value::Int(3)),
@@ -284,10 +295,154 @@ async fn undecodable_objects_are_skipped_and_counted_and_the_store_answers() {
         }
     }
     converge(&server, &cache, "50 same-shaped objects").await;
+    // Deleted, it is absent again.
+    let c3 = cache.clone();
+    let bad = tokio::task::spawn_blocking(move || {
+        c3.get(&fieldguard::live::ObjectRef {
+            group: "".into(),
+            kind: "ConfigMap".into(),
+            namespace: "default".into(),
+            name: "bad".into(),
+        })
+    })
+    .await
+    .unwrap();
+    assert!(bad.unwrap().is_none());
     assert!(
         cache.interner.len() <= before + 2,
         "interned: {before} -> {}",
         cache.interner.len()
     );
+    cache.stop();
+}
+
+/// A half-open connection (a load balancer that lost its state: nothing passes, nothing ends):
+/// the watch hears nothing for its idle timeout, is restarted on a new connection, and the
+/// cache catches up; meanwhile the kinds are reported out of sync (readiness).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_connection_is_restarted_and_reported() {
+    use support::proxy::{Mode, Proxy};
+    let mut st = State::new(resources());
+    st.seed(configmap("default", "before", 0));
+    let server = FakeApiServer::start(st);
+    let proxy = Proxy::start(server.addr).await;
+    let dir = std::env::temp_dir().join(format!("fieldguard-halfopen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kc = server.kubeconfig(&dir, "default");
+    let text = std::fs::read_to_string(&kc)
+        .unwrap()
+        .replace(&server.addr.to_string(), &proxy.addr.to_string());
+    std::fs::write(&kc, text).unwrap();
+    let (api, _) =
+        fieldguard::live::cluster::Api::connect(&fieldguard::live::cluster::ClusterOptions {
+            kubeconfig: Some(kc),
+            context: Some("fake".into()),
+        })
+        .await
+        .unwrap();
+    let config = CacheConfig {
+        backoff: Duration::from_millis(5),
+        max_backoff: Duration::from_millis(50),
+        watch_idle_timeout: Duration::from_secs(2),
+        ..CacheConfig::default()
+    };
+    let cache = ClusterCache::start("fake", api, config).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(60), cache.wait_synced())
+        .await
+        .unwrap();
+    // The apiserver sends bookmarks (as a real one does about every minute; here every 50 ms
+    // against an idle timeout of 2 s): a healthy watch is never idle.
+    let state = server.state.clone();
+    let ticker = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            state.lock().unwrap().bookmark();
+        }
+    });
+    converge(&server, &cache, "the initial sync").await;
+    let until = Instant::now() + Duration::from_secs(60);
+    while cache.in_sync().is_err() {
+        assert!(Instant::now() < until, "{:?}", cache.in_sync());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // A healthy watch stays in sync well past its idle timeout.
+    let restarts = cache
+        .stats
+        .watch_restarts
+        .load(std::sync::atomic::Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(cache.in_sync().is_ok());
+    assert_eq!(
+        cache
+            .stats
+            .watch_restarts
+            .load(std::sync::atomic::Ordering::SeqCst),
+        restarts,
+        "bookmarks keep a quiet watch alive"
+    );
+    // Every connection goes silent; a change happens that only a new watch can see.
+    proxy.set(Mode::Blackhole);
+    server
+        .state
+        .lock()
+        .unwrap()
+        .put(configmap("default", "during", 1));
+    let until = Instant::now() + Duration::from_secs(60);
+    while cache.in_sync().is_ok() {
+        assert!(Instant::now() < until, "a silent watch was never noticed");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let why = cache.in_sync().unwrap_err();
+    assert!(why.contains("ConfigMap"), "{why}");
+    // New connections work again (the silent ones stay silent, as after a lost LB state).
+    proxy.set(Mode::Forward);
+    converge(&server, &cache, "the restarted watch").await;
+    let until = Instant::now() + Duration::from_secs(60);
+    while cache.in_sync().is_err() {
+        assert!(Instant::now() < until, "{:?}", cache.in_sync());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        cache
+            .stats
+            .watch_restarts
+            .load(std::sync::atomic::Ordering::SeqCst)
+            > 0
+    );
+    ticker.abort();
+    cache.stop();
+}
+
+/// A watch task that dies (a panic) is started again, counted, and its kind catches up.
+#[cfg(feature = "fault-injection")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_watch_task_is_restarted() {
+    let mut st = State::new(resources());
+    st.seed(configmap("default", "a", 0));
+    let (server, cache) = start(st).await;
+    converge(&server, &cache, "the initial sync").await;
+    cache.inject_panic("ConfigMap");
+    // The next event kills the task: the one after must still arrive.
+    server
+        .state
+        .lock()
+        .unwrap()
+        .put(configmap("default", "b", 1));
+    let until = Instant::now() + Duration::from_secs(60);
+    while cache
+        .stats
+        .task_restarts
+        .load(std::sync::atomic::Ordering::SeqCst)
+        == 0
+    {
+        assert!(Instant::now() < until, "the task was not restarted");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    server
+        .state
+        .lock()
+        .unwrap()
+        .put(configmap("default", "c", 2));
+    converge(&server, &cache, "the restarted task").await;
     cache.stop();
 }

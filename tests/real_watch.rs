@@ -182,6 +182,7 @@ async fn the_cache_follows_the_real_apiserver_through_restarts_and_compaction() 
     let config = CacheConfig {
         include_groups: vec!["fieldguard.test".into(), "apiextensions.k8s.io".into()],
         backoff: Duration::from_millis(50),
+        max_backoff: Duration::from_secs(1),
         ..CacheConfig::default()
     };
     let cache: Arc<ClusterCache> = ClusterCache::start("real", via, config).await.unwrap();

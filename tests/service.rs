@@ -604,6 +604,7 @@ async fn predictions_over_watched_clusters_equal_the_snapshot_and_span_clusters(
 
     let mut r = request();
     r.clusters = vec!["prod".into(), "staging".into()];
+    let want_objects = want.objects.len();
     let got = a.predict_conflicts(r).await.unwrap().into_inner();
     assert_eq!(got.clusters.len(), 2);
     let strip = |mut c: pb::ClusterPrediction| {
@@ -628,6 +629,26 @@ async fn predictions_over_watched_clusters_equal_the_snapshot_and_span_clusters(
     r.fresh = true;
     let got = a.predict_conflicts(r).await.unwrap().into_inner();
     assert_eq!(strip(got.clusters[0].clone()), strip(want));
+
+    // A metadata-only kind's object cannot be read now (a 500 injected on its GET): nothing is
+    // predicted from the metadata alone; UNAVAILABLE names the object and the reason.
+    prod.state.lock().unwrap().fail_gets_of = Some("/deployments/checkout".into());
+    let err = a.predict_conflicts(request()).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
+    assert!(
+        err.message().contains("live state unavailable")
+            && err.message().contains("Deployment.apps shop/checkout")
+            && err.message().contains("injected fault"),
+        "{}",
+        err.message()
+    );
+    let details = err.get_error_details();
+    let info = details.error_info().expect("error info");
+    assert_eq!(info.reason, "LIVE_STATE_UNAVAILABLE");
+    assert_eq!(info.metadata["objects"], "Deployment.apps shop/checkout");
+    prod.state.lock().unwrap().fail_gets_of = None;
+    let got = a.predict_conflicts(request()).await.unwrap().into_inner();
+    assert_eq!(got.clusters[0].objects.len(), want_objects);
 
     // Ownership answers come from the watch-fed index.
     let mut o = OwnershipClient::new(live.channel.clone());

@@ -187,10 +187,10 @@ impl From<ClusterError> for RunError {
     /// A 403 (the caller, impersonated, may not read something the release needs) is a
     /// refusal, not an unreachable cluster.
     fn from(e: ClusterError) -> Self {
-        if e.0.ends_with("(403)") {
-            RunError::Refused(e.0)
+        if e.code == Some(403) {
+            RunError::Refused(e.message)
         } else {
-            RunError::Cluster(e.0)
+            RunError::Cluster(e.message)
         }
     }
 }
@@ -618,7 +618,7 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
         {
             let message = match e {
                 Ok(s) => format!("the migration was refused ({}): {}", s.code, s.message),
-                Err(c) => c.0,
+                Err(c) => c.message,
             };
             outcome
                 .objects
@@ -837,7 +837,7 @@ async fn write_record(
             "cannot record revision {} of {}: {} ({})",
             rev.revision, rev.name, s.message, s.code
         )),
-        Err(c) => RunError::Cluster(c.0),
+        Err(c) => RunError::Cluster(c.message),
     })
 }
 
@@ -1031,7 +1031,7 @@ async fn apply_csa(
             format!("the object changed since the prediction: {}", s.message),
         ),
         Err(Ok(s)) => failure(name, format!("{}: {}", s.code, s.message)),
-        Err(Err(e)) => failure(name, e.0),
+        Err(Err(e)) => failure(name, e.message),
     }
 }
 
@@ -1048,7 +1048,7 @@ async fn delete_dropped(
         Ok(None) => {
             return ObjectOutcome::new(name, Result_::Deleted).with_message("already gone");
         }
-        Err(e) => return failure(name, e.0),
+        Err(e) => return failure(name, e.message),
     };
     let keep = |o: &Value| annotation(o, RESOURCE_POLICY_ANNOTATION) == Some("keep");
     let ours = annotation(&live, RELEASE_NAME_ANNOTATION) == Some(req.release.as_str());
@@ -1072,7 +1072,7 @@ async fn delete_dropped(
             ObjectOutcome::new(name, Result_::Deleted).with_message("already gone")
         }
         Err(Ok(s)) => failure(name, format!("{}: {}", s.code, s.message)),
-        Err(Err(e)) => failure(name, e.0),
+        Err(Err(e)) => failure(name, e.message),
     }
 }
 
@@ -1139,7 +1139,7 @@ async fn wait_for(
             let r = match api.get_json(path).await {
                 Ok(Some(o)) => wait::readiness(&t.info.gvk.group, &t.info.gvk.kind, &o),
                 Ok(None) => Readiness::Failed("the object disappeared".into()),
-                Err(e) => Readiness::Progressing(e.0),
+                Err(e) => Readiness::Progressing(e.message),
             };
             state.insert(t.object_ref.clone(), r);
         }

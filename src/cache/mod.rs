@@ -9,6 +9,7 @@
 //! Undecodable objects are skipped and counted. Every object handed out carries its
 //! resourceVersion.
 
+mod backoff;
 pub mod intern;
 pub mod table;
 mod watch;
@@ -22,7 +23,7 @@ use crate::live::cluster::{Api, ClusterError, GvTypes, ServedResource};
 use crate::service::store::{Store, Stored};
 use dashmap::DashMap;
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use table::Table;
@@ -41,10 +42,15 @@ pub struct CacheConfig {
     pub namespace: Option<String>,
     /// Kinds whose whole objects are kept (others are fetched when a request needs them).
     pub full_kinds: Vec<String>,
-    /// Wait before retrying after an error.
+    /// First wait before retrying after an error (then doubling, jittered, up to
+    /// `max_backoff`).
     pub backoff: Duration,
+    pub max_backoff: Duration,
     /// `timeoutSeconds` of each watch request.
     pub watch_timeout_secs: u32,
+    /// A watch that hears nothing (no event, no bookmark: the apiserver sends one about every
+    /// minute) for this long is restarted.
+    pub watch_idle_timeout: Duration,
 }
 
 impl Default for CacheConfig {
@@ -57,7 +63,9 @@ impl Default for CacheConfig {
             namespace: None,
             full_kinds: vec![],
             backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(30),
             watch_timeout_secs: 290,
+            watch_idle_timeout: Duration::from_secs(150),
         }
     }
 }
@@ -80,6 +88,8 @@ pub struct Stats {
     pub skipped: AtomicU64,
     pub relists: AtomicU64,
     pub watch_restarts: AtomicU64,
+    /// Watch tasks that ended unexpectedly (a panic) and were started again.
+    pub task_restarts: AtomicU64,
 }
 
 struct Watched {
@@ -97,7 +107,6 @@ pub struct ClusterCache {
     watched: RwLock<Vec<Watched>>,
     /// Every resource the last discovery reported (watched or not).
     served: RwLock<Vec<ServedResource>>,
-    synced: AtomicUsize,
     synced_notify: tokio::sync::Notify,
     types: DashMap<String, Option<GvTypes>>,
     openapi_index: Mutex<Option<Option<crate::value::Value>>>,
@@ -123,7 +132,6 @@ impl ClusterCache {
             stats: Stats::default(),
             watched: RwLock::new(Vec::new()),
             served: RwLock::new(Vec::new()),
-            synced: AtomicUsize::new(0),
             synced_notify: tokio::sync::Notify::new(),
             types: DashMap::new(),
             openapi_index: Mutex::new(None),
@@ -166,9 +174,38 @@ impl ClusterCache {
                 resource: r.clone(),
                 table: table.clone(),
             });
-            tokio::spawn(watch::run(self.clone(), r, table, self.stop.subscribe()));
+            tokio::spawn(supervise(self.clone(), r, table));
         }
         Ok(())
+    }
+
+    /// Makes the watch task of `kind` panic at its next event (tests of the supervision).
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_panic(&self, kind: &str) {
+        for t in self.tables().iter().filter(|t| t.kind == kind) {
+            t.poisoned.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Forgets a resource the apiserver no longer serves: its table and memory go.
+    fn forget(&self, r: &ServedResource) {
+        self.watched
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|w| {
+                !(w.resource.api_version == r.api_version && w.resource.plural == r.plural)
+            });
+        self.synced_notify.notify_waiters();
+    }
+
+    /// The kinds whose watch is not in sync now (a failed list or watch, a silent connection
+    /// being restarted), for readiness.
+    pub fn out_of_sync(&self) -> Vec<String> {
+        self.tables()
+            .iter()
+            .filter(|t| !t.is_in_sync())
+            .map(|t| format!("{}/{}", t.api_version, t.kind))
+            .collect()
     }
 
     /// Resolves once every watched resource has completed its first list.
@@ -182,13 +219,14 @@ impl ClusterCache {
         }
     }
 
+    /// Every watched resource has completed its first list.
     pub fn is_synced(&self) -> bool {
-        let n = self.watched.read().unwrap_or_else(|p| p.into_inner()).len();
-        self.synced.load(Ordering::SeqCst) >= n
+        self.tables()
+            .iter()
+            .all(|t| t.listed.load(Ordering::SeqCst))
     }
 
     fn mark_synced(&self) {
-        self.synced.fetch_add(1, Ordering::SeqCst);
         self.synced_notify.notify_waiters();
     }
 
@@ -290,22 +328,38 @@ impl Store for ClusterCache {
         Ok(catalog)
     }
 
-    fn get(&self, r: &ObjectRef) -> Option<Stored> {
-        let (res, table) = self.find(&r.group, &r.kind)?;
-        let entry = table
-            .read()
-            .objects
-            .get(&*table::key(&r.namespace, &r.name))
-            .cloned()?;
+    fn get(&self, r: &ObjectRef) -> Result<Option<Stored>, String> {
+        let Some((res, table)) = self.find(&r.group, &r.kind) else {
+            return Ok(None);
+        };
+        let entry = {
+            let data = table.read();
+            let k = table::key(&r.namespace, &r.name);
+            if let Some(why) = data.undecodable.get(&*k) {
+                // A Secret's decoding error could quote its content.
+                let why = if r.kind == "Secret" {
+                    "it could not be decoded"
+                } else {
+                    why
+                };
+                return Err(format!(
+                    "{r}: the watch delivered an object the cache cannot read: {why}"
+                ));
+            }
+            match data.objects.get(&*k) {
+                Some(e) => e.clone(),
+                None => return Ok(None),
+            }
+        };
         if let Some(full) = &entry.full {
-            return Some(full.clone());
+            return Ok(Some(full.clone()));
         }
-        // Metadata-only kinds: the object's content comes from the apiserver.
+        // Metadata-only kinds: the object's content comes from the apiserver. Without it the
+        // values are unknown: no prediction (never a guess from the metadata alone).
         let path = Self::object_path(&res, &r.namespace, &r.name);
-        match self.block_on(self.api.get_json(&path)) {
-            Ok(v) => v.map(Arc::new),
-            Err(_) => Some(Arc::new(entry.to_value(&table.api_version, &table.kind))),
-        }
+        self.block_on(self.api.get_json(&path))
+            .map(|v| v.map(Arc::new))
+            .map_err(|e| format!("{r}: the live object could not be read: {e}"))
     }
 
     fn fetch_fresh(&self, refs: &[(ObjectRef, String)]) -> Result<Vec<Option<Stored>>, String> {
@@ -342,6 +396,19 @@ impl Store for ClusterCache {
 
     fn describe(&self) -> String {
         format!("cluster {} ({})", self.name, self.api.url())
+    }
+
+    fn in_sync(&self) -> Result<(), String> {
+        let behind = self.out_of_sync();
+        if behind.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "cluster {}: not in sync: {}",
+                self.name,
+                behind.join(", ")
+            ))
+        }
     }
 
     fn api(&self) -> Option<Api> {
@@ -386,6 +453,41 @@ impl Store for ClusterCache {
         }
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
+    }
+}
+
+/// Runs a resource's watch task and starts it again if it ends unexpectedly (a panic): a
+/// dead task would leave its kind silently stale. Counted (`task_restarts`), and the kind is
+/// out of sync until the new task has listed.
+async fn supervise(cache: Arc<ClusterCache>, r: ServedResource, table: Arc<Table>) {
+    let mut backoff = backoff::Backoff::new(cache.config.backoff, cache.config.max_backoff);
+    loop {
+        let task = tokio::spawn(watch::run(
+            cache.clone(),
+            r.clone(),
+            table.clone(),
+            cache.stop.subscribe(),
+        ));
+        match task.await {
+            Ok(watch::Exit::Stopped) => return,
+            Ok(watch::Exit::Removed) => {
+                cache.forget(&r);
+                return;
+            }
+            Err(e) => {
+                table.set_in_sync(false);
+                cache.stats.task_restarts.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(cluster = %cache.name, kind = %r.kind, error = %e, "watch task died: restarting it");
+                let mut stop = cache.stop.subscribe();
+                if *stop.borrow() {
+                    return;
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff.next_wait()) => {}
+                    _ = stop.changed() => return,
+                }
+            }
+        }
     }
 }
 

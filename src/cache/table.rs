@@ -260,6 +260,9 @@ pub struct TableData {
     pub objects: HashMap<Arc<str>, Arc<Entry>>,
     /// Manager name → keys of the objects it has entries on (keys shared with `objects`).
     pub by_manager: HashMap<Box<str>, HashSet<Arc<str>>>,
+    /// Objects the apiserver has but the cache could not read (key → why): a prediction for
+    /// one says the live state is unavailable instead of predicting a creation.
+    pub undecodable: HashMap<Box<str>, Box<str>>,
 }
 
 impl TableData {
@@ -293,6 +296,9 @@ impl TableData {
     /// Adds or replaces an object.
     pub fn upsert(&mut self, e: Entry) {
         let k: Arc<str> = Arc::from(e.key());
+        if !self.undecodable.is_empty() {
+            self.undecodable.remove(&*k);
+        }
         if let Some((old_k, old)) = self.objects.remove_entry(&k) {
             self.index(&old_k, &old, false);
         }
@@ -306,6 +312,17 @@ impl TableData {
         if let Some((old_k, old)) = self.objects.remove_entry(&*k) {
             self.index(&old_k, &old, false);
         }
+        self.undecodable.remove(&*k);
+    }
+
+    /// Records an object that exists but could not be read (its previous entry, now stale,
+    /// goes).
+    pub fn unreadable(&mut self, namespace: &str, name: &str, why: &str) {
+        let k = key(namespace, name);
+        if let Some((old_k, old)) = self.objects.remove_entry(&*k) {
+            self.index(&old_k, &old, false);
+        }
+        self.undecodable.insert(k, why.into());
     }
 }
 
@@ -320,6 +337,14 @@ pub struct Table {
     /// When the table last heard from the apiserver (a list, a watch event or a bookmark), in
     /// milliseconds since the epoch (the watch-lag metric).
     pub last_seen_ms: std::sync::atomic::AtomicU64,
+    /// The first list completed.
+    pub listed: std::sync::atomic::AtomicBool,
+    /// Listed and watching: false from a failed list or watch (an error, a silent
+    /// connection) until a list or a watch succeeds again.
+    pub in_sync: std::sync::atomic::AtomicBool,
+    /// Set by a test: the watch task panics at its next event (feature `fault-injection`).
+    #[cfg(feature = "fault-injection")]
+    pub poisoned: std::sync::atomic::AtomicBool,
 }
 
 impl Table {
@@ -334,7 +359,19 @@ impl Table {
             full,
             data: RwLock::new(TableData::default()),
             last_seen_ms: Default::default(),
+            listed: Default::default(),
+            in_sync: Default::default(),
+            #[cfg(feature = "fault-injection")]
+            poisoned: Default::default(),
         }
+    }
+
+    pub fn set_in_sync(&self, v: bool) {
+        self.in_sync.store(v, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn is_in_sync(&self) -> bool {
+        self.in_sync.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Swaps in a whole new content (after a list).

@@ -3,10 +3,17 @@
 //! list (paginated) → swap the table in whole → watch from the list's resourceVersion with
 //! bookmarks → apply events one by one → on a dropped or timed-out stream, watch again from the
 //! last resourceVersion seen → on 410 Gone (or an ERROR event saying so), list again.
+//!
+//! Failures wait with exponential backoff and jitter ([`Backoff`]); a watch that hears nothing
+//! (no event, no bookmark) for the idle timeout is taken as a dead connection (a half-open
+//! TCP connection never ends by itself) and restarted; the table is out of sync from a failure
+//! until a list or watch succeeds again (readiness says so). A resource the apiserver no
+//! longer serves (its CRD deleted) ends the task; the cache drops its table.
 
 use super::ClusterCache;
+use super::backoff::Backoff;
 use super::table::{Entry, Table, TableData};
-use crate::live::cluster::ServedResource;
+use crate::live::cluster::{ClusterError, ServedResource};
 use crate::value::json;
 use futures::AsyncBufReadExt;
 use futures::StreamExt;
@@ -24,11 +31,22 @@ fn base(r: &ServedResource, namespace: Option<&str>) -> String {
 }
 
 enum End {
-    /// Watch again from this resourceVersion.
+    /// Watch again from this resourceVersion (the stream ended as streams do).
     Rewatch(String),
+    /// Watch again from this resourceVersion after a failure (backoff first).
+    Failed(String),
     /// The resourceVersion is gone: list again.
     Relist,
     Stopped,
+}
+
+/// How a watch task ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Exit {
+    /// The cache was stopped.
+    Stopped,
+    /// The apiserver no longer serves the resource (its CRD was deleted).
+    Removed,
 }
 
 pub(super) async fn run(
@@ -36,44 +54,58 @@ pub(super) async fn run(
     res: ServedResource,
     table: Arc<Table>,
     mut stop: tokio::sync::watch::Receiver<bool>,
-) {
+) -> Exit {
     let base = base(&res, cache.config.namespace.as_deref());
-    let mut first = true;
+    let mut backoff = Backoff::new(cache.config.backoff, cache.config.max_backoff);
     loop {
         if *stop.borrow() {
-            return;
+            return Exit::Stopped;
         }
         let rv = match list(&cache, &table, &base).await {
             Ok(rv) => rv,
+            Err(e) if e.code == Some(404) => {
+                tracing::info!(cluster = %cache.name, resource = %base, "no longer served: not watched any more");
+                return Exit::Removed;
+            }
             Err(e) => {
+                table.set_in_sync(false);
                 tracing::warn!(cluster = %cache.name, resource = %base, error = %e, "list failed");
-                if sleep_or_stop(&cache, &mut stop).await {
-                    return;
+                if sleep_or_stop(backoff.next_wait(), &mut stop).await {
+                    return Exit::Stopped;
                 }
                 continue;
             }
         };
-        if first {
-            first = false;
-            cache.mark_synced();
-        } else {
+        backoff.reset();
+        if table.listed.swap(true, Ordering::SeqCst) {
             cache.stats.relists.fetch_add(1, Ordering::Relaxed);
+        } else {
+            cache.mark_synced();
         }
+        table.set_in_sync(true);
         if table.kind == "CustomResourceDefinition" {
             cache.schemas_changed();
         }
         let mut rv = rv;
         loop {
             let end = tokio::select! {
-                end = watch_once(&cache, &table, &base, &rv) => end,
+                end = watch_once(&cache, &table, &base, &rv, &mut backoff) => end,
                 _ = stop.changed() => End::Stopped,
             };
             match end {
-                End::Stopped => return,
+                End::Stopped => return Exit::Stopped,
                 End::Relist => break,
                 End::Rewatch(next) => {
                     cache.stats.watch_restarts.fetch_add(1, Ordering::Relaxed);
                     rv = next;
+                }
+                End::Failed(next) => {
+                    cache.stats.watch_restarts.fetch_add(1, Ordering::Relaxed);
+                    table.set_in_sync(false);
+                    rv = next;
+                    if sleep_or_stop(backoff.next_wait(), &mut stop).await {
+                        return Exit::Stopped;
+                    }
                 }
             }
         }
@@ -81,11 +113,11 @@ pub(super) async fn run(
 }
 
 async fn sleep_or_stop(
-    cache: &ClusterCache,
+    wait: std::time::Duration,
     stop: &mut tokio::sync::watch::Receiver<bool>,
 ) -> bool {
     tokio::select! {
-        _ = tokio::time::sleep(cache.config.backoff) => false,
+        _ = tokio::time::sleep(wait) => false,
         _ = stop.changed() => true,
     }
 }
@@ -118,9 +150,9 @@ fn decode(table: &Table, text: &str, interner: &super::Interner) -> Result<Entry
 }
 
 /// Lists every object (page by page) into a new table, swapped in whole at the end; returns the
-/// list's resourceVersion.
+/// list's resourceVersion. A resource no longer served is an error with code 404.
 #[tracing::instrument(name = "relist", skip_all, fields(cluster = %cache.name, kind = %table.kind))]
-async fn list(cache: &ClusterCache, table: &Table, base: &str) -> Result<String, String> {
+async fn list(cache: &ClusterCache, table: &Table, base: &str) -> Result<String, ClusterError> {
     let accept = if table.full {
         "application/json"
     } else {
@@ -137,15 +169,18 @@ async fn list(cache: &ClusterCache, table: &Table, base: &str) -> Result<String,
         let page = cache
             .api
             .get_text(&url, accept)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("{base}: not found"))?;
-        let list: RawList = serde_json::from_str(&page).map_err(|e| format!("{base}: {e}"))?;
+            .await?
+            .ok_or_else(|| ClusterError::status(format!("{base}: not found"), 404))?;
+        let list: RawList =
+            serde_json::from_str(&page).map_err(|e| ClusterError::new(format!("{base}: {e}")))?;
         for item in list.items {
             match decode(table, item.get(), &cache.interner) {
                 Ok(e) => data.upsert(e),
-                Err(_) => {
+                Err(why) => {
                     cache.stats.skipped.fetch_add(1, Ordering::Relaxed);
+                    if let Ok(id) = serde_json::from_str::<RawIdentity>(item.get()) {
+                        data.unreadable(&id.metadata.namespace, &id.metadata.name, &why);
+                    }
                 }
             }
         }
@@ -160,7 +195,13 @@ async fn list(cache: &ClusterCache, table: &Table, base: &str) -> Result<String,
 }
 
 /// One watch request, until it ends.
-async fn watch_once(cache: &Arc<ClusterCache>, table: &Table, base: &str, rv: &str) -> End {
+async fn watch_once(
+    cache: &Arc<ClusterCache>,
+    table: &Table,
+    base: &str,
+    rv: &str,
+    backoff: &mut Backoff,
+) -> End {
     let url = format!(
         "{base}?watch=1&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds={}",
         cache.config.watch_timeout_secs
@@ -170,21 +211,44 @@ async fn watch_once(cache: &Arc<ClusterCache>, table: &Table, base: &str, rv: &s
     } else {
         METADATA
     };
-    let stream = match cache.api.stream(&url, accept).await {
-        Ok(s) => s,
-        Err(e) if e.0.ends_with("(410)") => return End::Relist,
-        Err(e) => {
+    let idle = cache.config.watch_idle_timeout;
+    let stream = match tokio::time::timeout(idle, cache.api.stream(&url, accept)).await {
+        Err(_) => {
+            tracing::warn!(cluster = %cache.name, resource = %base, "watch: no answer within the idle timeout");
+            return End::Failed(rv.to_string());
+        }
+        Ok(Ok(s)) => {
+            table.set_in_sync(true);
+            s
+        }
+        Ok(Err(e)) if e.code == Some(410) => return End::Relist,
+        Ok(Err(e)) if e.code == Some(404) => return End::Relist,
+        Ok(Err(e)) => {
             tracing::warn!(cluster = %cache.name, resource = %base, error = %e, "watch failed");
-            tokio::time::sleep(cache.config.backoff).await;
-            return End::Rewatch(rv.to_string());
+            return End::Failed(rv.to_string());
         }
     };
     let mut last = rv.to_string();
     let mut lines = stream.lines();
-    while let Some(line) = lines.next().await {
-        let Ok(line) = line else { break };
+    loop {
+        // Nothing at all (not even a bookmark) for this long: the connection is dead.
+        let line = match tokio::time::timeout(idle, lines.next()).await {
+            Err(_) => {
+                tracing::warn!(cluster = %cache.name, resource = %base, idle_secs = idle.as_secs_f64(), "watch silent: restarting it");
+                return End::Failed(last);
+            }
+            Ok(None) => break,
+            Ok(Some(Err(_))) => return End::Failed(last),
+            Ok(Some(Ok(line))) => line,
+        };
         if line.trim().is_empty() {
             continue;
+        }
+        backoff.reset();
+        table.set_in_sync(true);
+        #[cfg(feature = "fault-injection")]
+        if table.poisoned.swap(false, Ordering::SeqCst) {
+            panic!("fault injected into the {} watch task", table.kind);
         }
         cache.stats.events.fetch_add(1, Ordering::Relaxed);
         match apply_event(cache, table, line.as_bytes()) {
@@ -272,9 +336,17 @@ pub fn apply_event_to(
                 table.write().upsert(e);
                 return advanced(rv);
             }
-            // Still advance past it: the event was received.
-            Err(_) => {
+            // Still advance past it: the event was received; the object is known to exist
+            // and to be unreadable (never mistaken for an absent one).
+            Err(why) => {
                 stats.skipped.fetch_add(1, Ordering::Relaxed);
+                if let Ok(id) = serde_json::from_str::<RawIdentity>(ev.object.get())
+                    && !id.metadata.name.is_empty()
+                {
+                    table
+                        .write()
+                        .unreadable(&id.metadata.namespace, &id.metadata.name, &why);
+                }
             }
         }
     }

@@ -191,6 +191,12 @@ fn watch_metrics(cache: Arc<ClusterCache>) {
         m.watch_restarts
             .get_or_create(&c)
             .set(st.watch_restarts.load(Ordering::Relaxed) as i64);
+        m.watch_task_restarts
+            .get_or_create(&c)
+            .set(st.task_restarts.load(Ordering::Relaxed) as i64);
+        m.kinds_out_of_sync
+            .get_or_create(&c)
+            .set(cache.out_of_sync().len() as i64);
         m.relists
             .get_or_create(&c)
             .set(st.relists.load(Ordering::Relaxed) as i64);

@@ -31,10 +31,32 @@ pub struct ClusterOptions {
     pub context: Option<String>,
 }
 
-/// The cluster could not be reached or would not answer.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ClusterError(pub String);
+/// The cluster could not be reached, would not answer, or refused.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct ClusterError {
+    pub message: String,
+    /// The apiserver's HTTP status, when it answered (404, 410 Gone, 403, ...).
+    pub code: Option<u16>,
+}
+
+impl ClusterError {
+    /// No answer (or no status) from the apiserver.
+    pub fn new(message: impl Into<String>) -> ClusterError {
+        ClusterError {
+            message: message.into(),
+            code: None,
+        }
+    }
+
+    /// The apiserver answered with `code`.
+    pub fn status(message: impl Into<String>, code: u16) -> ClusterError {
+        ClusterError {
+            message: message.into(),
+            code: Some(code),
+        }
+    }
+}
 
 /// A connected cluster, for blocking callers (the command line).
 pub struct Cluster {
@@ -69,7 +91,7 @@ impl Cluster {
             .worker_threads(2)
             .enable_all()
             .build()
-            .map_err(|e| ClusterError(format!("cannot start the runtime: {e}")))?;
+            .map_err(|e| ClusterError::new(format!("cannot start the runtime: {e}")))?;
         let (api, namespace) = rt.block_on(Api::connect(opts))?;
         let mut c = Cluster {
             rt,
@@ -77,9 +99,9 @@ impl Cluster {
             namespace,
             version: String::new(),
         };
-        let v = c
-            .get_json("/version")?
-            .ok_or_else(|| ClusterError(format!("cluster {}: /version not found", c.api.url)))?;
+        let v = c.get_json("/version")?.ok_or_else(|| {
+            ClusterError::new(format!("cluster {}: /version not found", c.api.url))
+        })?;
         c.version = v.str_at(&["gitVersion"]).unwrap_or("").to_string();
         Ok(c)
     }
@@ -365,22 +387,22 @@ impl Api {
             (Some(path), _) => {
                 // kube's errors name the file already.
                 let kc = Kubeconfig::read_from(path)
-                    .map_err(|e| ClusterError(format!("--kubeconfig: {e}")))?;
+                    .map_err(|e| ClusterError::new(format!("--kubeconfig: {e}")))?;
                 kube::Config::from_custom_kubeconfig(kc, &kc_opts)
                     .await
-                    .map_err(|e| ClusterError(format!("kubeconfig {}: {e}", path.display())))?
+                    .map_err(|e| ClusterError::new(format!("kubeconfig {}: {e}", path.display())))?
             }
             (None, Some(_)) => kube::Config::from_kubeconfig(&kc_opts)
                 .await
-                .map_err(|e| ClusterError(format!("kubeconfig: {e}")))?,
+                .map_err(|e| ClusterError::new(format!("kubeconfig: {e}")))?,
             (None, None) => kube::Config::infer()
                 .await
-                .map_err(|e| ClusterError(format!("no cluster configured: {e}")))?,
+                .map_err(|e| ClusterError::new(format!("no cluster configured: {e}")))?,
         };
         let url = config.cluster_url.to_string();
         let namespace = config.default_namespace.clone();
         let client = kube::Client::try_from(config)
-            .map_err(|e| ClusterError(format!("cluster {url}: {e}")))?;
+            .map_err(|e| ClusterError::new(format!("cluster {url}: {e}")))?;
         Ok((
             Api {
                 client,
@@ -397,7 +419,7 @@ impl Api {
         api_versions: &BTreeSet<String>,
     ) -> Result<Catalog, ClusterError> {
         let mut catalog = Catalog::kubernetes(DEFAULT_KUBERNETES)
-            .map_err(|e| ClusterError(format!("built-in schemas: {e}")))?;
+            .map_err(|e| ClusterError::new(format!("built-in schemas: {e}")))?;
         let index = self.openapi_index().await?;
         for av in api_versions {
             if let Some(t) = self.gv_types(&index, av).await? {
@@ -440,7 +462,7 @@ impl Api {
             && let Some(doc) = self.get_json(&u).await?
         {
             let schema = openapi_v3::from_value(&doc)
-                .map_err(|e| ClusterError(format!("cluster {}: {u}: {e}", self.url)))?;
+                .map_err(|e| ClusterError::new(format!("cluster {}: {u}: {e}", self.url)))?;
             t.validations = custom_resource_schemas(&doc);
             t.schema = Some(Arc::new(schema));
         }
@@ -576,13 +598,16 @@ impl Api {
             .with_identity(http::Request::get(path))
             .header(http::header::ACCEPT, accept)
             .body(Vec::new())
-            .map_err(|e| ClusterError(format!("{path}: {e}")))?;
+            .map_err(|e| ClusterError::new(format!("{path}: {e}")))?;
         self.client.request_stream(req).await.map_err(|e| match e {
-            kube::Error::Api(s) => ClusterError(format!(
-                "cluster {}: GET {path}: {} ({})",
-                self.url, s.message, s.code
-            )),
-            e => ClusterError(format!("cluster {} unreachable: GET {path}: {e}", self.url)),
+            kube::Error::Api(s) => ClusterError::status(
+                format!(
+                    "cluster {}: GET {path}: {} ({})",
+                    self.url, s.message, s.code
+                ),
+                s.code,
+            ),
+            e => ClusterError::new(format!("cluster {} unreachable: GET {path}: {e}", self.url)),
         })
     }
 
@@ -598,7 +623,7 @@ impl Api {
         // Objects are bounded by the apiserver; schema documents are larger (a few MiB).
         json::parse_limited(text.as_bytes(), 16 * MAX_DOCUMENT_BYTES)
             .map(Some)
-            .map_err(|e| ClusterError(format!("cluster {}: GET {path}: {e}", self.url)))
+            .map_err(|e| ClusterError::new(format!("cluster {}: GET {path}: {e}", self.url)))
     }
 
     /// GETs the text at `path`; `None` on 404.
@@ -607,7 +632,7 @@ impl Api {
             .with_identity(http::Request::get(path))
             .header(http::header::ACCEPT, accept)
             .body(Vec::new())
-            .map_err(|e| ClusterError(format!("{path}: {e}")))?;
+            .map_err(|e| ClusterError::new(format!("{path}: {e}")))?;
         self.send(path, req).await
     }
 
@@ -627,19 +652,19 @@ impl Api {
             .header(http::header::CONTENT_TYPE, content_type)
             .header(http::header::ACCEPT, "application/json")
             .body(body)
-            .map_err(|e| Err(ClusterError(format!("{url}: {e}"))))?;
+            .map_err(|e| Err(ClusterError::new(format!("{url}: {e}"))))?;
         // kube-apiserver gives a request 60 s (admission webhooks included); a write that
         // outlasts that is not coming back.
         let res = tokio::time::timeout(WRITE_TIMEOUT, self.client().request_text(req)).await;
         match res {
-            Err(_) => Err(Err(ClusterError(format!(
+            Err(_) => Err(Err(ClusterError::new(format!(
                 "cluster {}: {method} {url}: no answer within {}s",
                 self.url(),
                 WRITE_TIMEOUT.as_secs()
             )))),
             Ok(Ok(t)) => Ok(t),
             Ok(Err(kube::Error::Api(s))) => Err(Ok(*s)),
-            Ok(Err(e)) => Err(Err(ClusterError(format!(
+            Ok(Err(e)) => Err(Err(ClusterError::new(format!(
                 "cluster {} unreachable: {method} {url}: {e}",
                 self.url()
             )))),
@@ -655,7 +680,7 @@ impl Api {
         let res = tokio::time::timeout(REQUEST_TIMEOUT, self.client.request_text(req)).await;
         let text = match res {
             Err(_) => {
-                return Err(ClusterError(format!(
+                return Err(ClusterError::new(format!(
                     "cluster {}: GET {path}: no answer within {}s",
                     self.url,
                     REQUEST_TIMEOUT.as_secs()
@@ -663,13 +688,16 @@ impl Api {
             }
             Ok(Err(kube::Error::Api(s))) if s.code == 404 => return Ok(None),
             Ok(Err(kube::Error::Api(s))) => {
-                return Err(ClusterError(format!(
-                    "cluster {}: GET {path}: {} ({})",
-                    self.url, s.message, s.code
-                )));
+                return Err(ClusterError::status(
+                    format!(
+                        "cluster {}: GET {path}: {} ({})",
+                        self.url, s.message, s.code
+                    ),
+                    s.code,
+                ));
             }
             Ok(Err(e)) => {
-                return Err(ClusterError(format!(
+                return Err(ClusterError::new(format!(
                     "cluster {} unreachable: GET {path}: {e}",
                     self.url
                 )));

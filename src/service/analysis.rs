@@ -248,11 +248,19 @@ fn predict_until(
             }
         }
     } else {
+        let mut unavailable = Vec::new();
         for t in &targets {
             deadline.check().map_err(|_| expired())?;
-            if let Some(v) = store.get(&t.object_ref) {
-                live.objects.insert(t.object_ref.clone(), (*v).clone());
+            match store.get(&t.object_ref) {
+                Ok(Some(v)) => {
+                    live.objects.insert(t.object_ref.clone(), (*v).clone());
+                }
+                Ok(None) => {}
+                Err(why) => unavailable.push((t.object_ref.to_string(), why)),
             }
+        }
+        if !unavailable.is_empty() {
+            return Err(super::live_state_unavailable(&unavailable));
         }
     }
     let opts = Options {

@@ -160,6 +160,31 @@ pub fn error(code: Code, reason: &str, message: &str, violations: &[(String, Str
     Status::with_error_details(code, message, d)
 }
 
+/// UNAVAILABLE for objects whose live state cannot be read now (`(object, why)`): the
+/// prediction is not made rather than guessed. ErrorInfo `LIVE_STATE_UNAVAILABLE`, its
+/// metadata `objects` the objects, one per line.
+pub fn live_state_unavailable(objects: &[(String, String)]) -> Status {
+    let mut d = ErrorDetails::new();
+    let names: Vec<&str> = objects.iter().map(|(o, _)| o.as_str()).collect();
+    d.set_error_info(
+        "LIVE_STATE_UNAVAILABLE",
+        "fieldguard.dev",
+        std::collections::HashMap::from([("objects".to_string(), names.join("\n"))]),
+    );
+    let why: Vec<&str> = objects.iter().map(|(_, w)| w.as_str()).collect();
+    Status::with_error_details(
+        Code::Unavailable,
+        format!(
+            "live state unavailable, nothing predicted: {}",
+            why.join("; ")
+        ),
+        d,
+    )
+}
+
+/// How often readiness is checked against the stores.
+const READINESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Runs the service on `addr` until `shutdown` resolves (then drains in-flight requests).
 /// `ready` resolves when every store has completed its initial sync: health turns SERVING.
 pub async fn serve(
@@ -202,6 +227,7 @@ pub async fn serve_on(
     reporter
         .set_service_status("liveness", tonic_health::ServingStatus::Serving)
         .await;
+    let readiness_stores = stores.clone();
     tokio::spawn(async move {
         ready.await;
         reporter
@@ -214,6 +240,34 @@ pub async fn serve_on(
             .set_service_status("", tonic_health::ServingStatus::Serving)
             .await;
         tracing::info!("ready (health SERVING)");
+        // Readiness follows the stores from now on: a kind out of sync (a failing or silent
+        // watch being restarted) makes the service NOT_SERVING until it is back.
+        let mut serving = true;
+        loop {
+            tokio::time::sleep(READINESS_EVERY).await;
+            let behind: Vec<String> = readiness_stores
+                .by_name
+                .values()
+                .filter_map(|s| s.in_sync().err())
+                .collect();
+            if behind.is_empty() != serving {
+                serving = behind.is_empty();
+                let status = if serving {
+                    tracing::info!("in sync again (health SERVING)");
+                    tonic_health::ServingStatus::Serving
+                } else {
+                    tracing::warn!(reasons = %behind.join("; "), "out of sync (health NOT_SERVING)");
+                    tonic_health::ServingStatus::NotServing
+                };
+                for svc in [
+                    "",
+                    <AnalysisServer<analysis::AnalysisService> as tonic::server::NamedService>::NAME,
+                    <OwnershipServer<ownership::OwnershipService> as tonic::server::NamedService>::NAME,
+                ] {
+                    reporter.set_service_status(svc, status).await;
+                }
+            }
+        }
     });
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)

@@ -114,7 +114,9 @@ fn blame_one(store: &dyn Store, req: &pb::BlameRequest) -> Result<pb::BlameRespo
             .pop()
             .flatten()
     } else {
-        store.get(&r)
+        store
+            .get(&r)
+            .map_err(|why| super::live_state_unavailable(&[(r.to_string(), why)]))?
     };
     let Some(obj) = obj else {
         return Err(error(

@@ -15,8 +15,10 @@ pub type Stored = Arc<Value>;
 pub trait Store: Send + Sync + 'static {
     /// The types known for these apiVersions (built-ins, CRDs, the cluster's schemas).
     fn catalog(&self, api_versions: &BTreeSet<String>) -> Result<Catalog, String>;
-    /// One object (with managedFields) as the cache holds it.
-    fn get(&self, r: &ObjectRef) -> Option<Stored>;
+    /// One object (with managedFields) as the cache holds it; `Ok(None)`: it does not exist.
+    /// An error when the object exists but cannot be read now (the reason): a prediction
+    /// without it would be a guess.
+    fn get(&self, r: &ObjectRef) -> Result<Option<Stored>, String>;
     /// The objects, read from the source now (a cluster GETs them; a snapshot has them).
     fn fetch_fresh(&self, refs: &[(ObjectRef, String)]) -> Result<Vec<Option<Stored>>, String>;
     /// Every object (ownership queries), in reference order.
@@ -26,6 +28,10 @@ pub trait Store: Send + Sync + 'static {
     /// The resource (plural) objects of this kind are served as, if known.
     fn resource_of(&self, _r: &ObjectRef) -> Option<String> {
         None
+    }
+    /// Whether the store is in sync with its source now (Err: what is not, for readiness).
+    fn in_sync(&self) -> Result<(), String> {
+        Ok(())
     }
     /// The cluster's API, for writes (None: a snapshot).
     fn api(&self) -> Option<crate::live::cluster::Api> {
@@ -72,14 +78,15 @@ impl Store for SnapshotStore {
     fn catalog(&self, _: &BTreeSet<String>) -> Result<Catalog, String> {
         Ok(self.catalog.clone())
     }
-    fn get(&self, r: &ObjectRef) -> Option<Stored> {
-        self.objects
+    fn get(&self, r: &ObjectRef) -> Result<Option<Stored>, String> {
+        Ok(self
+            .objects
             .binary_search_by(|(k, _)| k.cmp(r))
             .ok()
-            .map(|i| self.objects[i].1.clone())
+            .map(|i| self.objects[i].1.clone()))
     }
     fn fetch_fresh(&self, refs: &[(ObjectRef, String)]) -> Result<Vec<Option<Stored>>, String> {
-        Ok(refs.iter().map(|(r, _)| self.get(r)).collect())
+        refs.iter().map(|(r, _)| self.get(r)).collect()
     }
     fn all(&self) -> Vec<(ObjectRef, Stored)> {
         self.objects.clone()

@@ -48,6 +48,8 @@ pub struct Metrics {
     pub cached_objects: Family<KindLabels, Gauge>,
     pub watch_lag_seconds: Family<KindLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     pub watch_restarts: Family<ClusterLabels, Gauge>,
+    pub watch_task_restarts: Family<ClusterLabels, Gauge>,
+    pub kinds_out_of_sync: Family<ClusterLabels, Gauge>,
     pub relists: Family<ClusterLabels, Gauge>,
     pub skipped_objects: Family<ClusterLabels, Gauge>,
     pub prediction_seconds: Family<RpcLabels, Histogram>,
@@ -70,6 +72,8 @@ impl Metrics {
             cached_objects: Family::default(),
             watch_lag_seconds: Family::default(),
             watch_restarts: Family::default(),
+            watch_task_restarts: Family::default(),
+            kinds_out_of_sync: Family::default(),
             relists: Family::default(),
             skipped_objects: Family::default(),
             prediction_seconds: Family::new_with_constructor(latency_histogram),
@@ -93,6 +97,16 @@ impl Metrics {
                 "watch_restarts",
                 "Watches re-opened (dropped streams, timeouts), per cluster",
                 m.watch_restarts.clone(),
+            );
+            r.register(
+                "watch_task_restarts",
+                "Watch tasks that died (a panic) and were started again, per cluster",
+                m.watch_task_restarts.clone(),
+            );
+            r.register(
+                "kinds_out_of_sync",
+                "Kinds whose list or watch is failing or being restarted now, per cluster",
+                m.kinds_out_of_sync.clone(),
             );
             r.register(
                 "relists",

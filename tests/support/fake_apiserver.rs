@@ -160,6 +160,9 @@ pub struct State {
     /// Writes (not GETs) to this resource (a plural, e.g. `secrets`) are refused with 403,
     /// whoever sends them.
     pub refuse_writes_to: Option<String>,
+    /// GETs of single objects (not lists, not watches) whose path ends with this are answered
+    /// 500 (a fault injected on the read path).
+    pub fail_gets_of: Option<String>,
     events: Vec<Event>,
     watchers: Vec<Watcher>,
 }
@@ -477,6 +480,16 @@ async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body
         )
     {
         return denied;
+    }
+    if method == hyper::Method::GET
+        && let Some(suffix) = &s.fail_gets_of
+        && path.ends_with(suffix.as_str())
+    {
+        return status(
+            500,
+            "InternalError",
+            "Internal error occurred: injected fault".into(),
+        );
     }
     if method != hyper::Method::GET
         && let Some(plural) = &s.refuse_writes_to
