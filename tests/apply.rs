@@ -209,6 +209,91 @@ async fn conflicts_come_back_structured_and_selective_force_only_takes_from_allo
     assert!(!injector.contains("f:image"), "{injector}");
 }
 
+/// Selective force decides on one resourceVersion and forces only that version: a manager
+/// the policy does not allow, writing between the decision and the forced apply, keeps its
+/// field (the forced apply is refused by its precondition, and the new decision sees them);
+/// an allowed one's write only leads to a new decision, which goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selective_force_decides_again_when_the_object_changes_before_the_forced_apply() {
+    let Some(api) = setup().await else { return };
+    let pol = || Force::against(&["kubectl-edit|log-injector|autoscaler".into()]).unwrap();
+
+    // An intruder (not allowed) takes `note` between the two requests.
+    contested(&api, "raced-force").await;
+    let p = path("raced-force");
+    let manifest = fg(&release("raced-force"));
+    let mut raced = 0;
+    let e = ssa::apply_with(&api, &p, &manifest, &opts(pol()), async || {
+        raced += 1;
+        if raced == 1 {
+            write(
+                &api,
+                http::Method::PATCH,
+                &format!("{p}?fieldManager=intruder&force=true"),
+                "application/apply-patch+yaml",
+                &json!({"apiVersion": "fieldguard.test/v1", "kind": "Widget",
+                        "metadata": {"name": "raced-force", "namespace": NS},
+                        "spec": {"note": "intruder's"}}),
+            )
+            .await
+            .unwrap();
+        }
+    })
+    .await
+    .unwrap_err();
+    assert_eq!(raced, 1, "no forced apply after the new decision");
+    let SsaError::Conflicts { conflicts, .. } = &e else {
+        panic!("{e:?}")
+    };
+    assert!(
+        conflicts
+            .iter()
+            .any(|c| c.manager == "intruder" && c.field == ".spec.note"),
+        "{conflicts:?}"
+    );
+    let now = get(&api, &p).await;
+    assert_eq!(now.as_ref().unwrap()["spec"]["note"], "intruder's");
+    assert!(owners(&now).contains(&"intruder".to_string()));
+    // Nothing of the release was written: its entry still owns no `note`.
+    let helm = now.as_ref().unwrap()["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["manager"] == "helm")
+        .unwrap()["fieldsV1"]
+        .to_string();
+    assert!(!helm.contains("f:note"), "{helm}");
+
+    // The autoscaler (allowed) writes in between: decided again, then forced.
+    contested(&api, "raced-allowed").await;
+    let p = path("raced-allowed");
+    let manifest = fg(&release("raced-allowed"));
+    let mut raced = 0;
+    let done = ssa::apply_with(&api, &p, &manifest, &opts(pol()), async || {
+        raced += 1;
+        if raced == 1 {
+            write(
+                &api,
+                http::Method::PATCH,
+                &format!("{p}/scale?fieldManager=autoscaler"),
+                "application/merge-patch+json",
+                &json!({"spec": {"replicas": 9}}),
+            )
+            .await
+            .unwrap();
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(raced, 2, "decided twice");
+    assert_eq!(
+        done.forced_from,
+        ["autoscaler", "kubectl-edit", "log-injector"]
+    );
+    let now = get(&api, &p).await;
+    assert_eq!(now.as_ref().unwrap()["spec"]["replicas"], 3);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expect_unchanged_loses_a_race_cleanly_and_dry_runs_store_nothing() {
     let Some(api) = setup().await else { return };

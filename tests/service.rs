@@ -958,7 +958,7 @@ async fn secured(
             audiences: vec!["fieldguard".into()],
             mtls: false,
             anonymous,
-            cache_ttl: std::time::Duration::from_secs(30),
+            ..Default::default()
         },
         Some(api),
     ));
@@ -1084,6 +1084,102 @@ async fn authentication_modes_and_read_authorization() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::PermissionDenied);
+    running.stop().await;
+    cache.stop();
+}
+
+/// A flood of unknown bearer tokens: each peer (address) may cause a burst of TokenReviews,
+/// then is refused with RESOURCE_EXHAUSTED without one; other peers are served; the token
+/// cache keeps at most its configured number of answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_unknown_tokens_is_bounded_per_peer_and_in_memory() {
+    use fieldguard::service::auth::{Auth, AuthConfig};
+    let prod = support::example_cluster();
+    prod.state.lock().unwrap().tokens.insert(
+        "alice-token".into(),
+        ("alice".into(), vec![], vec![], false),
+    );
+    let cache = cache_of(&prod, "prod").await;
+    let store = cache.clone() as Arc<dyn fieldguard::service::Store>;
+    let reviews = || {
+        prod.requests()
+            .iter()
+            .filter(|r| r.contains("tokenreviews"))
+            .count()
+    };
+    let auth = |burst: f64, entries: u64, api| {
+        Arc::new(Auth::new(
+            AuthConfig {
+                token_review: true,
+                cache_entries: entries,
+                review_burst: burst,
+                // No refill: the counts below do not depend on time.
+                reviews_per_second: 0.0,
+                ..Default::default()
+            },
+            Some(api),
+        ))
+    };
+    let managers =
+        |token: &str| authorized(tonic::Request::new(pb::ManagersRequest::default()), token);
+
+    let a = auth(10.0, 64, prod.api("shop").await);
+    let mut stores = Stores::single("prod", store.clone());
+    stores.auth = a.clone();
+    let mut running = start_with(stores).await;
+    running.ready.take().unwrap().send(()).unwrap();
+    let mut own = OwnershipClient::new(running.channel.clone());
+    let before = reviews();
+    let mut codes = std::collections::BTreeMap::new();
+    for i in 0..300 {
+        let e = own
+            .managers(managers(&format!("random-{i}")))
+            .await
+            .unwrap_err();
+        *codes.entry(format!("{:?}", e.code())).or_insert(0) += 1;
+    }
+    assert_eq!(
+        codes,
+        [
+            ("ResourceExhausted".to_string(), 290),
+            ("Unauthenticated".to_string(), 10)
+        ]
+        .into()
+    );
+    assert_eq!(
+        reviews() - before,
+        10,
+        "one review per token within the burst, then none"
+    );
+    // A token already reviewed costs nothing: still answered from the cache.
+    let e = own.managers(managers("random-3")).await.unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated);
+    assert_eq!(reviews() - before, 10);
+    // Another address has its own budget: alice is served.
+    let other = tonic::transport::Endpoint::from_shared(format!("http://{}", running.addr))
+        .unwrap()
+        .local_address(Some("127.0.0.2".parse().unwrap()))
+        .connect()
+        .await
+        .unwrap();
+    let ok = OwnershipClient::new(other)
+        .managers(managers("alice-token"))
+        .await;
+    assert!(ok.is_ok(), "{ok:?}");
+    running.stop().await;
+
+    // The cache holds at most its bound, however many tokens arrive.
+    let a = auth(1e9, 64, prod.api("shop").await);
+    let mut stores = Stores::single("prod", store);
+    stores.auth = a.clone();
+    let mut running = start_with(stores).await;
+    running.ready.take().unwrap().send(()).unwrap();
+    let mut own = OwnershipClient::new(running.channel.clone());
+    for i in 0..300 {
+        let _ = own.managers(managers(&format!("many-{i}"))).await;
+    }
+    let (tokens, _) = a.cached().await;
+    assert!(tokens <= 64, "{tokens} cached token answers");
     running.stop().await;
     cache.stop();
 }

@@ -2,8 +2,9 @@
 //! `force` when the policy allows it, `dryRun=All` on request.
 //!
 //! Selective force (`--force-against`): the object is first applied without force; if every
-//! conflict is with a manager the policy allows to take over, it is applied again, forced;
-//! otherwise nothing more is sent and the conflicts are returned. 409 bodies are parsed into
+//! conflict is with a manager the policy allows to take over, it is applied again, forced, on
+//! the condition that it has not changed since that decision (its resourceVersion; a change
+//! means a new decision); otherwise nothing more is sent and the conflicts are returned. 409 bodies are parsed into
 //! structured conflicts (`details.causes`), never retried blindly. With an expected
 //! resourceVersion, the apply carries it, so the server refuses it if the object changed since
 //! the prediction.
@@ -88,6 +89,10 @@ fn conflicts_of(status: &kube::core::Status) -> Vec<Conflict> {
         .unwrap_or_default()
 }
 
+/// How many times selective force decides again when the object changed between its
+/// decision and the forced apply.
+const MAX_DECISIONS: usize = 5;
+
 /// Applies `object` at `path` (the object's URL, e.g.
 /// `/apis/apps/v1/namespaces/shop/deployments/web`).
 pub async fn apply(
@@ -96,40 +101,100 @@ pub async fn apply(
     object: &Value,
     opts: &SsaOptions,
 ) -> Result<Applied, SsaError> {
-    let mut body = object.clone();
-    if let Some(rv) = &opts.expect_resource_version
-        && let Some(meta) = body
-            .as_map_mut()
-            .and_then(|m| m.get_mut("metadata"))
-            .and_then(Value::as_map_mut)
-    {
-        meta.insert("resourceVersion", Value::from(rv.as_str()));
-    }
-    let text = json::to_string(&body, json::Style::PLAIN);
-    let first_forced = matches!(opts.force, Force::All);
-    match send(api, path, &text, opts, first_forced).await {
-        Ok(obj) => Ok(Applied {
-            object: obj,
-            forced_from: Vec::new(),
-        }),
-        Err(SsaError::Conflicts { message, conflicts }) => {
-            let allowed = matches!(opts.force, Force::Against(_))
-                && !conflicts.is_empty()
-                && conflicts.iter().all(|c| opts.force.allows(&c.manager));
-            if !allowed {
-                return Err(SsaError::Conflicts { message, conflicts });
-            }
-            let mut from: Vec<String> = conflicts.iter().map(|c| c.manager.clone()).collect();
-            from.sort();
-            from.dedup();
-            let obj = send(api, path, &text, opts, true).await?;
-            Ok(Applied {
-                object: obj,
-                forced_from: from,
-            })
+    apply_with(api, path, object, opts, async || {}).await
+}
+
+/// [`apply`], calling `before_forced` between a selective-force decision and the forced
+/// apply it leads to (where a test makes another manager race it).
+///
+/// Selective force is decided on the conflicts the server reports for one resourceVersion,
+/// and the forced apply carries that resourceVersion as a precondition: if anyone wrote the
+/// object in between, the server refuses it (409, no causes), and the decision is made again
+/// on the new version — a manager the policy does not allow never loses a field to it. With
+/// `expect_resource_version`, that version is the only one decided on (a change is `Stale`).
+pub async fn apply_with(
+    api: &Api,
+    path: &str,
+    object: &Value,
+    opts: &SsaOptions,
+    mut before_forced: impl AsyncFnMut(),
+) -> Result<Applied, SsaError> {
+    let at = |rv: Option<&str>| {
+        let mut body = object.clone();
+        if let Some(rv) = rv
+            && let Some(meta) = body
+                .as_map_mut()
+                .and_then(|m| m.get_mut("metadata"))
+                .and_then(Value::as_map_mut)
+        {
+            meta.insert("resourceVersion", Value::from(rv));
         }
-        Err(e) => Err(e),
+        json::to_string(&body, json::Style::PLAIN)
+    };
+    let expected = opts.expect_resource_version.as_deref();
+    let first_forced = matches!(opts.force, Force::All);
+    let allowed = |conflicts: &[Conflict]| {
+        matches!(opts.force, Force::Against(_))
+            && !conflicts.is_empty()
+            && conflicts.iter().all(|c| opts.force.allows(&c.manager))
+    };
+    let applied = |object: Value, conflicts: &[Conflict]| {
+        let mut from: Vec<String> = conflicts.iter().map(|c| c.manager.clone()).collect();
+        from.sort();
+        from.dedup();
+        Applied {
+            object,
+            forced_from: from,
+        }
+    };
+    // The decision: the conflicts of one resourceVersion (with an expected version, the first
+    // answer is that version's; otherwise the version is read, then applied to).
+    let mut decision = match send(api, path, &at(expected), opts, first_forced).await {
+        Ok(obj) => return Ok(applied(obj, &[])),
+        Err(SsaError::Conflicts { conflicts, .. }) if allowed(&conflicts) => {
+            expected.map(|rv| (rv.to_string(), conflicts))
+        }
+        Err(e) => return Err(e),
+    };
+    for _ in 0..MAX_DECISIONS {
+        let (rv, conflicts) = match decision.take() {
+            Some(d) => d,
+            None => {
+                let current = api
+                    .get_json(path)
+                    .await
+                    .map_err(|e| SsaError::Unreachable(e.to_string()))?;
+                let Some(rv) = current
+                    .as_ref()
+                    .and_then(|c| c.str_at(&["metadata", "resourceVersion"]))
+                    .map(str::to_string)
+                else {
+                    // Deleted meanwhile: a creation conflicts with no one.
+                    return send(api, path, &at(None), opts, false)
+                        .await
+                        .map(|o| applied(o, &[]));
+                };
+                match send(api, path, &at(Some(&rv)), opts, false).await {
+                    Ok(obj) => return Ok(applied(obj, &[])),
+                    Err(SsaError::Conflicts { conflicts, .. }) if allowed(&conflicts) => {
+                        (rv, conflicts)
+                    }
+                    Err(SsaError::Stale(_)) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+        };
+        before_forced().await;
+        match send(api, path, &at(Some(&rv)), opts, true).await {
+            Ok(obj) => return Ok(applied(obj, &conflicts)),
+            // Written by someone since the decision: decide again on what is there now.
+            Err(SsaError::Stale(_)) if expected.is_none() => continue,
+            Err(e) => return Err(e),
+        }
     }
+    Err(SsaError::Stale(format!(
+        "{path} changed between every decision and its forced apply ({MAX_DECISIONS} times)"
+    )))
 }
 
 async fn send(

@@ -79,6 +79,22 @@ pub struct ServeArgs {
         requires = "token_review"
     )]
     pub token_audiences: Vec<String>,
+    /// TokenReviews one client address may cause per second (tokens already reviewed and
+    /// cached cost nothing), after a burst of --token-review-burst.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 5.0,
+        requires = "token_review"
+    )]
+    pub token_reviews_per_second: f64,
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 20.0,
+        requires = "token_review"
+    )]
+    pub token_review_burst: f64,
     /// Let callers without credentials read what system:anonymous may read (never apply).
     #[arg(long)]
     pub anonymous: bool,
@@ -126,7 +142,9 @@ fn security(args: &ServeArgs, api: Option<Api>) -> Result<Security, String> {
         audiences: args.token_audiences.clone(),
         mtls: args.tls_client_ca.is_some(),
         anonymous: args.anonymous,
-        cache_ttl: std::time::Duration::from_secs(30),
+        reviews_per_second: args.token_reviews_per_second,
+        review_burst: args.token_review_burst,
+        ..AuthConfig::default()
     };
     let auth = Auth::new(config, api);
     if auth.is_open() {

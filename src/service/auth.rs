@@ -3,6 +3,9 @@
 //! Authentication: a client certificate (mTLS; the subject's CN is the user, its O entries the
 //! groups, as Kubernetes reads them), or a bearer token verified with the cluster's TokenReview
 //! API (with the configured audiences; results cached briefly, keyed by the token's SHA-256).
+//! Both caches are bounded (entries and time to live); concurrent lookups of one token send one
+//! review; tokens not in the cache cost their peer (IP address) from a token bucket, so a flood
+//! of random tokens keeps memory flat and the apiserver's load bounded (RESOURCE_EXHAUSTED).
 //! Callers without credentials are refused unless anonymous access is enabled; anonymous callers
 //! read what `system:anonymous` may read and never apply. With no authentication configured at
 //! all (a local snapshot service), every caller reads everything and nobody applies.
@@ -14,13 +17,15 @@
 use crate::live::ObjectRef;
 use crate::live::cluster::Api;
 use crate::value::{Value, json};
-use dashmap::DashMap;
+use moka::future::Cache;
 use sha2::Digest;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tonic::{Code, Status};
 
 /// How callers are authenticated.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct AuthConfig {
     /// Verify bearer tokens with TokenReview.
     pub token_review: bool,
@@ -32,6 +37,38 @@ pub struct AuthConfig {
     pub anonymous: bool,
     /// How long TokenReview and SubjectAccessReview answers are reused.
     pub cache_ttl: Duration,
+    /// At most this many answers of each kind are kept (the least used go first).
+    pub cache_entries: u64,
+    /// TokenReviews one peer (IP address) may cause: a bucket of `review_burst`, refilled at
+    /// `reviews_per_second` (cached tokens cost nothing).
+    pub reviews_per_second: f64,
+    pub review_burst: f64,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            token_review: false,
+            audiences: vec![],
+            mtls: false,
+            anonymous: false,
+            cache_ttl: Duration::from_secs(30),
+            cache_entries: 10_000,
+            reviews_per_second: 5.0,
+            review_burst: 20.0,
+        }
+    }
+}
+
+/// Peers whose review budget is tracked (the least recent are forgotten: a forgotten peer
+/// starts with a full bucket).
+const PEERS: u64 = 10_000;
+
+/// A peer's review budget.
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
 }
 
 /// An authenticated caller.
@@ -68,8 +105,9 @@ pub struct Auth {
     config: AuthConfig,
     /// The cluster whose TokenReview and SubjectAccessReview APIs decide (None: a snapshot).
     api: Option<Api>,
-    tokens: DashMap<[u8; 32], (Result<Caller, String>, Instant)>,
-    decisions: DashMap<String, (bool, Instant)>,
+    tokens: Cache<[u8; 32], Result<Caller, String>>,
+    decisions: Cache<String, bool>,
+    peers: Cache<IpAddr, Arc<Mutex<Bucket>>>,
 }
 
 fn unauthenticated(msg: &str) -> Status {
@@ -79,20 +117,58 @@ fn unauthenticated(msg: &str) -> Status {
 impl Auth {
     /// No authentication: every caller reads everything, nobody applies.
     pub fn open() -> Auth {
-        Auth {
-            config: AuthConfig::default(),
-            api: None,
-            tokens: DashMap::new(),
-            decisions: DashMap::new(),
-        }
+        Auth::new(AuthConfig::default(), None)
     }
 
     pub fn new(config: AuthConfig, api: Option<Api>) -> Auth {
         Auth {
+            tokens: Cache::builder()
+                .max_capacity(config.cache_entries)
+                .time_to_live(config.cache_ttl)
+                .build(),
+            decisions: Cache::builder()
+                .max_capacity(config.cache_entries)
+                .time_to_live(config.cache_ttl)
+                .build(),
+            peers: Cache::builder()
+                .max_capacity(PEERS)
+                .time_to_idle(Duration::from_secs(600))
+                .build(),
             config,
             api,
-            tokens: DashMap::new(),
-            decisions: DashMap::new(),
+        }
+    }
+
+    /// Cached token answers and authorization decisions now (for tests and benchmarks).
+    pub async fn cached(&self) -> (u64, u64) {
+        self.tokens.run_pending_tasks().await;
+        self.decisions.run_pending_tasks().await;
+        (self.tokens.entry_count(), self.decisions.entry_count())
+    }
+
+    /// Takes one review from `peer`'s budget (false: none left).
+    async fn spend(&self, peer: Option<IpAddr>) -> bool {
+        let Some(peer) = peer else { return true };
+        let burst = self.config.review_burst;
+        let bucket = self
+            .peers
+            .get_with(peer, async {
+                Arc::new(Mutex::new(Bucket {
+                    tokens: burst,
+                    at: Instant::now(),
+                }))
+            })
+            .await;
+        let mut b = bucket.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let refill = now.duration_since(b.at).as_secs_f64() * self.config.reviews_per_second;
+        b.tokens = (b.tokens + refill).min(burst);
+        b.at = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            true
+        } else {
+            false
         }
     }
 
@@ -127,9 +203,8 @@ impl Auth {
                 ));
             }
             return self
-                .review_token(token)
-                .await
-                .map_err(|e| unauthenticated(&e));
+                .review_token(token, req.remote_addr().map(|a| a.ip()))
+                .await;
         }
         if self.is_open() {
             Ok(Caller::open())
@@ -142,13 +217,33 @@ impl Auth {
         }
     }
 
-    async fn review_token(&self, token: &str) -> Result<Caller, String> {
+    #[allow(clippy::result_large_err)]
+    async fn review_token(&self, token: &str, peer: Option<IpAddr>) -> Result<Caller, Status> {
         let key: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
-        if let Some(hit) = self.tokens.get(&key)
-            && hit.1.elapsed() < self.config.cache_ttl
-        {
-            return hit.0.clone();
+        if let Some(hit) = self.tokens.get(&key).await {
+            return hit.map_err(|e| unauthenticated(&e));
         }
+        if !self.spend(peer).await {
+            crate::telemetry::metrics::global()
+                .token_reviews_refused
+                .inc();
+            return Err(super::error(
+                Code::ResourceExhausted,
+                "TOO_MANY_TOKEN_REVIEWS",
+                "too many unknown bearer tokens from this address; try again later",
+                &[],
+            ));
+        }
+        // Concurrent requests with one token wait for one review; a review that could not be
+        // made (the apiserver unreachable) is not remembered.
+        match self.tokens.try_get_with(key, self.send_review(token)).await {
+            Ok(answer) => answer.map_err(|e| unauthenticated(&e)),
+            Err(failed) => Err(unauthenticated(&failed)),
+        }
+    }
+
+    /// The apiserver's answer about a token (`Err`: no answer).
+    async fn send_review(&self, token: &str) -> Result<Result<Caller, String>, String> {
         let api = self
             .api
             .as_ref()
@@ -175,31 +270,32 @@ impl Auth {
                 Err(c) => format!("token review failed: {c}"),
             })?;
         let v = json::parse(answer.as_bytes()).map_err(|e| format!("token review: {e}"))?;
-        let result = if v.get_path(&["status", "authenticated"]) == Some(&Value::Bool(true)) {
-            Ok(Caller {
-                user: v
-                    .str_at(&["status", "user", "username"])
-                    .unwrap_or("")
-                    .to_string(),
-                groups: v
-                    .get_path(&["status", "user", "groups"])
-                    .and_then(Value::as_list)
-                    .unwrap_or(&[])
-                    .iter()
-                    .filter_map(|g| g.as_str().map(str::to_string))
-                    .collect(),
-                via: "token",
-            })
-        } else {
-            Err(format!(
-                "the token was rejected{}",
-                v.str_at(&["status", "error"])
-                    .map(|e| format!(": {e}"))
-                    .unwrap_or_default()
-            ))
-        };
-        self.tokens.insert(key, (result.clone(), Instant::now()));
-        result
+        crate::telemetry::metrics::global().token_reviews.inc();
+        Ok(
+            if v.get_path(&["status", "authenticated"]) == Some(&Value::Bool(true)) {
+                Ok(Caller {
+                    user: v
+                        .str_at(&["status", "user", "username"])
+                        .unwrap_or("")
+                        .to_string(),
+                    groups: v
+                        .get_path(&["status", "user", "groups"])
+                        .and_then(Value::as_list)
+                        .unwrap_or(&[])
+                        .iter()
+                        .filter_map(|g| g.as_str().map(str::to_string))
+                        .collect(),
+                    via: "token",
+                })
+            } else {
+                Err(format!(
+                    "the token was rejected{}",
+                    v.str_at(&["status", "error"])
+                        .map(|e| format!(": {e}"))
+                        .unwrap_or_default()
+                ))
+            },
+        )
     }
 
     /// May `caller` get the object (the resource is its plural)? Open services allow all.
@@ -224,19 +320,15 @@ impl Auth {
                 r.group,
                 r.namespace
             );
-            let cached = self
+            // A review that failed denies, and is asked again next time.
+            let allowed = self
                 .decisions
-                .get(&key)
-                .filter(|d| d.1.elapsed() < self.config.cache_ttl)
-                .map(|d| d.0);
-            let allowed = match cached {
-                Some(a) => a,
-                None => {
-                    let a = sar(api, caller, &r.group, resource, &r.namespace, name).await;
-                    self.decisions.insert(key, (a, Instant::now()));
-                    a
-                }
-            };
+                .try_get_with(
+                    key,
+                    sar(api, caller, &r.group, resource, &r.namespace, name),
+                )
+                .await
+                .unwrap_or(false);
             if allowed {
                 return true;
             }
@@ -257,7 +349,7 @@ async fn sar(
     resource: &str,
     namespace: &str,
     name: &str,
-) -> bool {
+) -> Result<bool, String> {
     let groups: Vec<String> = caller.groups.iter().map(|g| quote(g)).collect();
     let body = format!(
         r#"{{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{{"user":{},"groups":[{}],"resourceAttributes":{{"verb":"get","group":{},"resource":{},"namespace":{},"name":{}}}}}}}"#,
@@ -277,16 +369,20 @@ async fn sar(
         )
         .await
     {
-        Ok(text) => json::parse(text.as_bytes())
+        Ok(text) => Ok(json::parse(text.as_bytes())
             .ok()
             .and_then(|v| match v.get_path(&["status", "allowed"]) {
                 Some(Value::Bool(b)) => Some(*b),
                 _ => None,
             })
-            .unwrap_or(false),
+            .unwrap_or(false)),
         Err(e) => {
-            tracing::warn!(error = ?e.map(|s| s.message), "subject access review failed; denying");
-            false
+            let e = match e {
+                Ok(s) => format!("{} ({})", s.message, s.code),
+                Err(c) => c.to_string(),
+            };
+            tracing::warn!(error = %e, "subject access review failed; denying");
+            Err(e)
         }
     }
 }

@@ -56,6 +56,10 @@ pub struct Metrics {
     pub conflicts_found: Counter,
     pub applies: Family<ResultLabels, Counter>,
     pub requests: Family<RpcCodeLabels, Counter>,
+    /// TokenReviews answered by the apiserver.
+    pub token_reviews: Counter,
+    /// Unknown tokens refused because their peer's review budget was spent.
+    pub token_reviews_refused: Counter,
 }
 
 fn latency_histogram() -> Histogram {
@@ -80,6 +84,8 @@ impl Metrics {
             conflicts_found: Counter::default(),
             applies: Family::default(),
             requests: Family::default(),
+            token_reviews: Counter::default(),
+            token_reviews_refused: Counter::default(),
         };
         {
             let mut r = m.registry.lock().unwrap_or_else(|p| p.into_inner());
@@ -137,6 +143,16 @@ impl Metrics {
                 "grpc_requests",
                 "gRPC requests, by method and status code",
                 m.requests.clone(),
+            );
+            r.register(
+                "token_reviews",
+                "TokenReviews the apiserver answered",
+                m.token_reviews.clone(),
+            );
+            r.register(
+                "token_reviews_refused",
+                "Unknown bearer tokens refused without a review: their peer's budget was spent",
+                m.token_reviews_refused.clone(),
             );
         }
         m
