@@ -180,7 +180,11 @@ async fn the_cache_follows_the_real_apiserver_through_restarts_and_compaction() 
     let proxy = Proxy::start(server.addr()).await;
     let via = RealApi::api_of(&server.kubeconfig_via(proxy.addr)).await;
     let config = CacheConfig {
-        include_groups: vec!["fieldguard.test".into(), "apiextensions.k8s.io".into()],
+        include_groups: vec![
+            "fieldguard.test".into(),
+            "p.test".into(),
+            "apiextensions.k8s.io".into(),
+        ],
         backoff: Duration::from_millis(50),
         max_backoff: Duration::from_secs(1),
         ..CacheConfig::default()
@@ -263,5 +267,89 @@ async fn the_cache_follows_the_real_apiserver_through_restarts_and_compaction() 
         after_compaction.len(),
         proxy.accepted()
     );
+
+    // 5. A CRD created, deleted and created again: its kind is watched when it appears, its
+    //    table goes with it, and the new one is watched again.
+    proxy.set(Mode::Forward);
+    let probe_crd = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/realapi/probe-crd.json"),
+    )
+    .unwrap();
+    let probes = "/apis/p.test/v1/namespaces/default/probes";
+    let probe = |name: &str| {
+        json!({"apiVersion": "p.test/v1", "kind": "Probe",
+               "metadata": {"name": name, "namespace": NS}, "spec": {"must": "x"}})
+    };
+    let cached_probes = |cache: &ClusterCache| -> Vec<String> {
+        cache
+            .versions()
+            .into_keys()
+            .filter(|r| r.kind == "Probe")
+            .map(|r| r.name)
+            .collect()
+    };
+    let probe_table = |cache: &ClusterCache| cache.tables().iter().any(|t| t.kind == "Probe");
+    let wait = async |what: &str, done: &dyn Fn() -> bool| {
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        while !done() {
+            assert!(std::time::Instant::now() < until, "{what}: not within 60 s");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    install_crd(&api, &probe_crd).await;
+    for n in ["p1", "p2", "p3"] {
+        write(
+            &api,
+            http::Method::POST,
+            probes,
+            "application/json",
+            &probe(n),
+        )
+        .await
+        .unwrap();
+    }
+    wait("the new CRD's objects cached", &|| {
+        cached_probes(&cache) == ["p1", "p2", "p3"]
+    })
+    .await;
+    let crd_url = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/probes.p.test";
+    write(
+        &api,
+        http::Method::DELETE,
+        crd_url,
+        "application/json",
+        &json!({}),
+    )
+    .await
+    .unwrap();
+    wait("the deleted CRD's table forgotten", &|| {
+        !probe_table(&cache)
+    })
+    .await;
+    assert!(cached_probes(&cache).is_empty());
+    // Discovery may still list it while the CRD finishes terminating: wait until it is gone.
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while get(&api, crd_url).await.is_some() {
+        assert!(
+            std::time::Instant::now() < until,
+            "the CRD is never deleted"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    install_crd(&api, &probe_crd).await;
+    write(
+        &api,
+        http::Method::POST,
+        probes,
+        "application/json",
+        &probe("again"),
+    )
+    .await
+    .unwrap();
+    wait("the re-created CRD watched again", &|| {
+        cached_probes(&cache) == ["again"]
+    })
+    .await;
+    println!("real watch: a CRD deleted (its table forgotten) and re-created (watched again)");
     cache.stop();
 }

@@ -198,6 +198,30 @@ impl ClusterCache {
         self.synced_notify.notify_waiters();
     }
 
+    /// Whether a resource whose list answered 404 is really gone: its CRD is not in the
+    /// cache's CRD table (when CRDs are watched: a starting apiserver answers 404 for CRDs it
+    /// has not installed yet) and fresh discovery no longer lists it.
+    async fn no_longer_served(&self, r: &ServedResource) -> bool {
+        let group = group_of(&r.api_version);
+        let crds = self.tables().into_iter().find(|t| {
+            t.kind == "CustomResourceDefinition" && t.listed.load(Ordering::SeqCst)
+        });
+        if let Some(crds) = crds
+            && crds
+                .read()
+                .objects
+                .contains_key(format!("{}.{group}", r.plural).as_str())
+        {
+            return false;
+        }
+        match self.api.resources().await {
+            Ok(served) => !served
+                .iter()
+                .any(|x| x.api_version == r.api_version && x.plural == r.plural),
+            Err(_) => false,
+        }
+    }
+
     /// The kinds whose watch is not in sync now (a failed list or watch, a silent connection
     /// being restarted), for readiness.
     pub fn out_of_sync(&self) -> Vec<String> {

@@ -63,7 +63,9 @@ pub(super) async fn run(
         }
         let rv = match list(&cache, &table, &base).await {
             Ok(rv) => rv,
-            Err(e) if e.code == Some(404) => {
+            // A 404 also answers while an apiserver starts (its CRDs not served yet): the
+            // resource is gone only when its CRD (or discovery) says so.
+            Err(e) if e.code == Some(404) && cache.no_longer_served(&res).await => {
                 tracing::info!(cluster = %cache.name, resource = %base, "no longer served: not watched any more");
                 return Exit::Removed;
             }
