@@ -1,7 +1,9 @@
 //! The ownership cache at scale: 100,000 same-shaped Pods (300 ReplicaSets in 20 namespaces)
 //! arriving as a synthetic metadata-only watch stream — ingest rate (decode + index), memory
 //! per cached object in steady state, and the peak during a full relist (the new table is built
-//! while the old one still serves). Run: `cargo bench --bench cache`.
+//! while the old one still serves); then steady churn without a relist — 1,000,000 events over
+//! 10,000 live Pods (replaced, their IPs and managers changing) — memory and interned strings
+//! with the interner's sweep on growth and without it. Run: `cargo bench --bench cache`.
 
 use fieldguard::cache::table::{Entry, Table, TableData};
 use fieldguard::cache::{Interner, Stats, apply_event_to};
@@ -128,4 +130,67 @@ fn main() {
         mib(after),
         mib(before - base)
     );
+
+    drop(table);
+    drop(interner);
+    churn();
+}
+
+/// 1,000,000 watch events over 10,000 live Pods: each replaces a Pod (deleted, created under a
+/// new name and IP) or modifies one under a renamed manager: no relist ever happens.
+fn churn() {
+    const LIVE_PODS: usize = 10_000;
+    const EVENTS: usize = 1_000_000;
+    println!("  churn: {EVENTS} events over {LIVE_PODS} live Pods, no relist");
+    for (label, interner) in [
+        ("sweep on growth", Interner::default()),
+        ("relist-only sweep (before)", Interner::without_auto_sweep()),
+    ] {
+        let stats = Stats::default();
+        let table = Table::new("v1", "Pod", false);
+        let base = LIVE.load(Ordering::Relaxed);
+        for i in 0..LIVE_PODS {
+            apply_event_to(&interner, &stats, &table, pod_event(i, i).as_bytes());
+        }
+        let t = Instant::now();
+        let mut samples = Vec::new();
+        // The Pod each slot holds now (names and IPs follow the index).
+        let mut current: Vec<usize> = (0..LIVE_PODS).collect();
+        for e in 0..EVENTS {
+            let slot = e % LIVE_PODS;
+            if (e / LIVE_PODS) % 2 == 0 {
+                // Replaced: deleted, and a new Pod (new name, new IP) created.
+                let gone = pod_event(current[slot], e).replacen("ADDED", "DELETED", 1);
+                apply_event_to(&interner, &stats, &table, gone.as_bytes());
+                current[slot] += LIVE_PODS;
+                let made = pod_event(current[slot], e);
+                apply_event_to(&interner, &stats, &table, made.as_bytes());
+            } else {
+                // The same Pod, written by a manager with a new name each time.
+                let changed = pod_event(current[slot], e)
+                    .replacen("ADDED", "MODIFIED", 1)
+                    .replace(
+                        "\"manager\":\"kubelet\"",
+                        &format!("\"manager\":\"kubelet-{e}\""),
+                    );
+                apply_event_to(&interner, &stats, &table, changed.as_bytes());
+            }
+            if (e + 1) % (EVENTS / 5) == 0 {
+                samples.push((e + 1, LIVE.load(Ordering::Relaxed) - base, interner.len()));
+            }
+        }
+        let secs = t.elapsed().as_secs_f64();
+        let objects = table.read().objects.len();
+        println!(
+            "    {label}: {:.0} events/s; {objects} objects cached",
+            EVENTS as f64 / secs
+        );
+        for (n, heap, strings) in samples {
+            println!(
+                "      after {n:>9} events: {:>7.1} MiB, {strings:>9} interned strings",
+                mib(heap)
+            );
+        }
+        drop(table);
+    }
 }

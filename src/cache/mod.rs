@@ -203,9 +203,10 @@ impl ClusterCache {
     /// has not installed yet) and fresh discovery no longer lists it.
     async fn no_longer_served(&self, r: &ServedResource) -> bool {
         let group = group_of(&r.api_version);
-        let crds = self.tables().into_iter().find(|t| {
-            t.kind == "CustomResourceDefinition" && t.listed.load(Ordering::SeqCst)
-        });
+        let crds = self
+            .tables()
+            .into_iter()
+            .find(|t| t.kind == "CustomResourceDefinition" && t.listed.load(Ordering::SeqCst));
         if let Some(crds) = crds
             && crds
                 .read()
