@@ -1,7 +1,9 @@
 //! The service under load, over loopback: PredictConflicts for one Deployment at a steady
 //! 500 requests/s (open loop: requests are sent on schedule whether or not earlier ones have
 //! returned), latency percentiles; and a 1,002-object release predicted in one call against a
-//! 10,003-object snapshot. The load generator is this file. Run: `cargo bench --bench service`.
+//! 10,003-object snapshot; then health checks and the one-Deployment prediction (200/s each,
+//! open loop) with and without a `Managers` call over 100,000 objects running all the while.
+//! The load generator is this file. Run: `cargo bench --bench service`.
 
 mod common;
 
@@ -26,6 +28,10 @@ fn store(paths: &[&Path]) -> Arc<SnapshotStore> {
 }
 
 async fn start(store: Arc<SnapshotStore>) -> AnalysisClient<tonic::transport::Channel> {
+    AnalysisClient::new(start_channel(store).await).max_decoding_message_size(256 * 1024 * 1024)
+}
+
+async fn start_channel(store: Arc<SnapshotStore>) -> tonic::transport::Channel {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(service::serve_on(
@@ -34,12 +40,11 @@ async fn start(store: Arc<SnapshotStore>) -> AnalysisClient<tonic::transport::Ch
         async {},
         std::future::pending(),
     ));
-    let ch = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+    tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
         .unwrap()
         .connect()
         .await
-        .unwrap();
-    AnalysisClient::new(ch).max_decoding_message_size(256 * 1024 * 1024)
+        .unwrap()
 }
 
 /// The bundled release's Deployment alone.
@@ -156,5 +161,132 @@ async fn main() {
         ms(times[2]),
         ms(times[0])
     );
+    let _ = std::fs::remove_dir_all(&dir);
+    under_managers(request).await;
+}
+
+/// 100,000 ConfigMaps (two managers each) beside the bundled cluster, as one snapshot file.
+fn big_snapshot(dir: &Path) -> std::path::PathBuf {
+    use std::io::Write;
+    std::fs::create_dir_all(dir).unwrap();
+    let p = dir.join("configmaps.json");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&p).unwrap());
+    write!(f, r#"{{"apiVersion":"v1","kind":"List","items":["#).unwrap();
+    for i in 0..100_000 {
+        if i > 0 {
+            write!(f, ",").unwrap();
+        }
+        write!(
+            f,
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"cm-{i}","namespace":"team-{}","resourceVersion":"{}","managedFields":[{{"manager":"helm","operation":"Apply","apiVersion":"v1","time":"2026-11-20T10:00:00Z","fieldsType":"FieldsV1","fieldsV1":{{"f:data":{{"f:a":{{}},"f:b":{{}}}}}}}},{{"manager":"kubectl-edit","operation":"Update","apiVersion":"v1","time":"2026-11-21T10:00:00Z","fieldsType":"FieldsV1","fieldsV1":{{"f:data":{{"f:c":{{}}}}}}}}]}},"data":{{"a":"1","b":"2","c":"3"}}}}"#,
+            i % 50,
+            1000 + i
+        )
+        .unwrap();
+    }
+    write!(f, "]}}").unwrap();
+    f.flush().unwrap();
+    p
+}
+
+/// Open loop at `rate`/s for `secs`: latencies of `call`.
+async fn open_loop<F, Fut>(rate: u64, secs: u64, call: F) -> (Vec<Duration>, usize)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool> + Send + 'static,
+{
+    let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut tasks = Vec::new();
+    for _ in 0..rate * secs {
+        tick.tick().await;
+        let f = call();
+        tasks.push(tokio::spawn(async move {
+            let t = Instant::now();
+            let ok = f.await;
+            (t.elapsed(), ok)
+        }));
+    }
+    let mut lat = Vec::new();
+    let mut errors = 0;
+    for t in tasks {
+        let (d, ok) = t.await.unwrap();
+        errors += usize::from(!ok);
+        lat.push(d);
+    }
+    lat.sort();
+    (lat, errors)
+}
+
+async fn under_managers(request: pb::PredictRequest) {
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+    let dir =
+        std::env::temp_dir().join(format!("fieldguard-bench-managers-{}", std::process::id()));
+    let big = big_snapshot(&dir);
+    let root = common::root();
+    let channel = start_channel(store(&[&root.join("examples/cluster"), &big])).await;
+    let analysis = AnalysisClient::new(channel.clone());
+    let health = HealthClient::new(channel.clone());
+    let own = fieldguard::service::proto::ownership_client::OwnershipClient::new(channel)
+        .max_decoding_message_size(256 * 1024 * 1024);
+    println!(
+        "  while Managers runs over 100,000 + 15 objects (health checks and predictions at 200/s each, 10 s):"
+    );
+    for busy in [false, true] {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let managers = busy.then(|| {
+            let (stop, own) = (stop.clone(), own.clone());
+            tokio::spawn(async move {
+                let mut times = Vec::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let t = Instant::now();
+                    own.clone()
+                        .managers(pb::ManagersRequest::default())
+                        .await
+                        .unwrap();
+                    times.push(t.elapsed());
+                }
+                times
+            })
+        });
+        let h = health.clone();
+        let checks = tokio::spawn(open_loop(200, 10, move || {
+            let mut h = h.clone();
+            async move {
+                h.check(HealthCheckRequest {
+                    service: String::new(),
+                })
+                .await
+                .is_ok()
+            }
+        }));
+        let (a, r) = (analysis.clone(), request.clone());
+        let (lat, errors) = open_loop(200, 10, move || {
+            let (mut a, r) = (a.clone(), r.clone());
+            async move { a.predict_conflicts(r).await.is_ok() }
+        })
+        .await;
+        let (hlat, herrors) = checks.await.unwrap();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let calls = match managers {
+            Some(m) => {
+                let mut t = m.await.unwrap();
+                t.sort();
+                format!(
+                    "{} Managers calls meanwhile, median {}",
+                    t.len(),
+                    ms(t[t.len() / 2])
+                )
+            }
+            None => "idle".to_string(),
+        };
+        println!(
+            "    {calls}: health p50 {} p99 {} ({herrors} errors); prediction p50 {} p99 {} ({errors} errors) — target p99 ≤ 5 ms",
+            ms(pct(&hlat, 0.5)),
+            ms(pct(&hlat, 0.99)),
+            ms(pct(&lat, 0.5)),
+            ms(pct(&lat, 0.99)),
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

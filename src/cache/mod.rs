@@ -20,7 +20,7 @@ pub use watch::{Applied, apply_event_to};
 use crate::catalog::{Catalog, DEFAULT_KUBERNETES};
 use crate::live::ObjectRef;
 use crate::live::cluster::{Api, ClusterError, GvTypes, ServedResource};
-use crate::service::store::{Store, Stored};
+use crate::live::store::{Store, Stored};
 use dashmap::DashMap;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};

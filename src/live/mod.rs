@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod snapshot;
+pub mod store;
 
 use crate::value::Value;
 use std::collections::HashMap;

@@ -15,7 +15,6 @@ pub mod convert;
 pub mod deadline;
 pub mod ownership;
 pub mod releases;
-pub mod store;
 
 /// The generated API.
 pub mod proto {
@@ -26,7 +25,7 @@ pub mod proto {
         tonic::include_file_descriptor_set!("fieldguard_descriptor");
 }
 
-pub use store::{SnapshotStore, Store};
+pub use crate::live::store::{SnapshotStore, Store};
 
 use crate::live::ObjectRef;
 use std::collections::BTreeMap;

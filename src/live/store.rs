@@ -1,5 +1,6 @@
-//! Where the service reads live state: a snapshot loaded once, or a cluster's watch-fed cache.
-//! One interface, so every API behaves the same over both.
+//! Live state as the service reads it: a snapshot loaded once ([`SnapshotStore`]), or a
+//! cluster's watch-fed cache (`crate::cache::ClusterCache`), behind one trait, so every API
+//! behaves the same over both. It lives here, beside the sources, not in the service.
 
 use crate::catalog::Catalog;
 use crate::live::ObjectRef;
