@@ -446,3 +446,98 @@ async fn a_dead_watch_task_is_restarted() {
     converge(&server, &cache, "the restarted task").await;
     cache.stop();
 }
+
+/// After an outage, the watches of many kinds do not reconnect in lockstep: each waits its own
+/// jittered, growing backoff, so their first requests once the server is back are spread out
+/// (with a fixed retry interval they would arrive within a few milliseconds of each other).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_an_outage_many_kinds_reconnect_spread_out() {
+    use support::proxy::{Mode, Proxy};
+    const KINDS: usize = 20;
+    let resources: Vec<Resource> = (0..KINDS)
+        .map(|i| {
+            Resource::new(
+                "spread.test/v1",
+                &format!("Kind{i}"),
+                &format!("kind{i}s"),
+                true,
+                &[],
+            )
+        })
+        .collect();
+    let server = FakeApiServer::start(State::new(resources));
+    let proxy = Proxy::start(server.addr).await;
+    let dir = std::env::temp_dir().join(format!("fieldguard-spread-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kc = server.kubeconfig(&dir, "default");
+    let text = std::fs::read_to_string(&kc)
+        .unwrap()
+        .replace(&server.addr.to_string(), &proxy.addr.to_string());
+    std::fs::write(&kc, text).unwrap();
+    let (api, _) =
+        fieldguard::live::cluster::Api::connect(&fieldguard::live::cluster::ClusterOptions {
+            kubeconfig: Some(kc),
+            context: Some("fake".into()),
+        })
+        .await
+        .unwrap();
+    let config = CacheConfig {
+        backoff: Duration::from_millis(100),
+        max_backoff: Duration::from_secs(2),
+        ..CacheConfig::default()
+    };
+    let cache = ClusterCache::start("fake", api, config).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(60), cache.wait_synced())
+        .await
+        .unwrap();
+    assert_eq!(cache.tables().len(), KINDS);
+    // The server goes away: every watch fails, again and again (four times each, at least).
+    let failed = cache
+        .stats
+        .watch_restarts
+        .load(std::sync::atomic::Ordering::SeqCst);
+    proxy.set(Mode::Refuse);
+    let until = Instant::now() + Duration::from_secs(60);
+    while cache
+        .stats
+        .watch_restarts
+        .load(std::sync::atomic::Ordering::SeqCst)
+        < failed + 4 * KINDS as u64
+    {
+        assert!(Instant::now() < until, "the watches never failed");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let back = Instant::now();
+    let seen = server.state.lock().unwrap().requests.len();
+    proxy.set(Mode::Forward);
+    let until = Instant::now() + Duration::from_secs(60);
+    while cache.in_sync().is_err() {
+        assert!(Instant::now() < until, "{:?}", cache.in_sync());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Each kind's first request once the server is back.
+    let first: BTreeMap<String, Instant> = {
+        let s = server.state.lock().unwrap();
+        let mut first = BTreeMap::new();
+        for (r, t) in s.requests[seen..].iter().zip(&s.request_times[seen..]) {
+            if let Some(kind) = r.split('/').find(|p| p.starts_with("kind")) {
+                let kind = kind.split('?').next().unwrap().to_string();
+                first.entry(kind).or_insert(*t);
+            }
+        }
+        first
+    };
+    assert_eq!(first.len(), KINDS, "{first:?}");
+    let earliest = first.values().min().unwrap();
+    let latest = first.values().max().unwrap();
+    let spread = latest.duration_since(*earliest);
+    println!(
+        "reconnect: {KINDS} kinds back within {:?} of the server, spread over {spread:?}",
+        latest.duration_since(back)
+    );
+    assert!(
+        spread >= Duration::from_millis(50),
+        "the kinds reconnected in lockstep: all within {spread:?}"
+    );
+    cache.stop();
+}

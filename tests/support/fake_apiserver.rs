@@ -138,6 +138,8 @@ pub struct State {
     pub openapi: BTreeMap<String, Value>,
     /// "GET /api/v1/..." for every request received.
     pub requests: Vec<String>,
+    /// When each of `requests` arrived.
+    pub request_times: Vec<std::time::Instant>,
     /// The current resourceVersion (every change increments it).
     pub resource_version: u64,
     /// Watches from resourceVersions below this get 410 Gone.
@@ -458,6 +460,7 @@ async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body
         g.pass().await;
     }
     let mut s = st.lock().unwrap();
+    s.request_times.push(std::time::Instant::now());
     match &impersonate_user {
         Some(u) => s.requests.push(format!("{method} {path} as {u}")),
         None => s.requests.push(format!("{method} {path}")),
