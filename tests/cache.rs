@@ -387,13 +387,56 @@ async fn a_silent_connection_is_restarted_and_reported() {
         .lock()
         .unwrap()
         .put(configmap("default", "during", 1));
+    // Each kind's watch notices on its own (its idle timeout runs from its last bookmark):
+    // wait for the ConfigMaps', whose change is missed.
     let until = Instant::now() + Duration::from_secs(60);
-    while cache.in_sync().is_ok() {
-        assert!(Instant::now() < until, "a silent watch was never noticed");
+    while !cache
+        .in_sync()
+        .is_err_and(|why| why.contains("v1/ConfigMap"))
+    {
+        assert!(
+            Instant::now() < until,
+            "a silent watch was never noticed: {:?}",
+            cache.in_sync()
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let why = cache.in_sync().unwrap_err();
-    assert!(why.contains("ConfigMap"), "{why}");
+    // The service over this cache says so: health NOT_SERVING while it stays silent.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stores = fieldguard::service::Stores::single("fake", cache.clone() as Arc<dyn Store>);
+    let served = tokio::spawn(fieldguard::service::serve_on(
+        listener,
+        stores,
+        async {},
+        std::future::pending(),
+    ));
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let health = async |want: tonic_health::pb::health_check_response::ServingStatus| {
+        let mut h = tonic_health::pb::health_client::HealthClient::new(channel.clone());
+        let until = Instant::now() + Duration::from_secs(60);
+        loop {
+            let got = h
+                .check(tonic_health::pb::HealthCheckRequest {
+                    service: String::new(),
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .status();
+            if got == want {
+                return;
+            }
+            assert!(Instant::now() < until, "health stays {got:?}, not {want:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    use tonic_health::pb::health_check_response::ServingStatus;
+    health(ServingStatus::NotServing).await;
     // New connections work again (the silent ones stay silent, as after a lost LB state).
     proxy.set(Mode::Forward);
     converge(&server, &cache, "the restarted watch").await;
@@ -402,6 +445,8 @@ async fn a_silent_connection_is_restarted_and_reported() {
         assert!(Instant::now() < until, "{:?}", cache.in_sync());
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    health(ServingStatus::Serving).await;
+    served.abort();
     assert!(
         cache
             .stats
