@@ -308,10 +308,25 @@ async fn the_cache_follows_the_real_apiserver_through_restarts_and_compaction() 
         .await
         .unwrap();
     }
-    wait("the new CRD's objects cached", &|| {
-        cached_probes(&cache) == ["p1", "p2", "p3"]
-    })
-    .await;
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while cached_probes(&cache) != ["p1", "p2", "p3"] {
+        let kinds: Vec<String> = cache
+            .tables()
+            .iter()
+            .map(|t| format!("{}:{}", t.kind, t.read().objects.len()))
+            .collect();
+        assert!(
+            std::time::Instant::now() < until,
+            "not cached: tables {kinds:?}, probes {:?}, CRD names {:?}",
+            cached_probes(&cache),
+            cache
+                .tables()
+                .iter()
+                .find(|t| t.kind == "CustomResourceDefinition")
+                .map(|t| t.read().objects.keys().cloned().collect::<Vec<_>>())
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let crd_url = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/probes.p.test";
     write(
         &api,

@@ -28,6 +28,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use table::Table;
 
+/// How often discovery runs again without a reason (a safety net: CRD events trigger it).
+const REDISCOVER_EVERY: Duration = Duration::from_secs(300);
+
 /// What to cache.
 #[derive(Clone, Debug)]
 pub struct CacheConfig {
@@ -143,18 +146,57 @@ impl ClusterCache {
         let c = cache.clone();
         let mut stop = cache.stop.subscribe();
         tokio::spawn(async move {
+            // Discovery lags a CRD's events (the apiserver publishes a new resource after the
+            // CRD is established): while a cached CRD is not served yet, ask again (backoff).
+            let mut backoff = backoff::Backoff::new(c.config.backoff, c.config.max_backoff);
+            let mut pending = false;
             loop {
+                let wait = if pending {
+                    backoff.next_wait()
+                } else {
+                    REDISCOVER_EVERY
+                };
                 tokio::select! {
-                    _ = c.rediscover.notified() => {
-                        if let Err(e) = c.refresh_resources().await {
-                            tracing::warn!(cluster = %c.name, error = %e, "discovery failed");
-                        }
-                    }
+                    _ = c.rediscover.notified() => backoff.reset(),
+                    _ = tokio::time::sleep(wait) => {}
                     _ = stop.changed() => return,
                 }
+                pending = match c.refresh_resources().await {
+                    Ok(()) => c.crds_not_served_yet(),
+                    Err(e) => {
+                        tracing::warn!(cluster = %c.name, error = %e, "discovery failed");
+                        true
+                    }
+                };
             }
         });
         Ok(cache)
+    }
+
+    /// Whether a CRD in the cache's CRD table (of a group the cache wants) has no resource in
+    /// the last discovery yet.
+    fn crds_not_served_yet(&self) -> bool {
+        let Some(crds) = self
+            .tables()
+            .into_iter()
+            .find(|t| t.kind == "CustomResourceDefinition")
+        else {
+            return false;
+        };
+        let served = self.served.read().unwrap_or_else(|p| p.into_inner());
+        let data = crds.read();
+        data.objects.keys().any(|name| {
+            let Some((plural, group)) = name.split_once('.') else {
+                return false;
+            };
+            let wanted = (self.config.include_groups.is_empty()
+                || self.config.include_groups.iter().any(|g| g == group))
+                && !self.config.exclude_groups.iter().any(|g| g == group);
+            wanted
+                && !served
+                    .iter()
+                    .any(|r| r.plural == plural && group_of(&r.api_version) == group)
+        })
     }
 
     /// Watches resources discovery reports that are not watched yet (new CRDs).

@@ -95,7 +95,9 @@ pub(super) async fn run(
         }
         table.set_in_sync(true);
         if table.kind == "CustomResourceDefinition" {
+            // CRDs that arrive in a list (not as events) are new kinds to watch too.
             cache.schemas_changed();
+            cache.rediscover.notify_one();
         }
         let mut rv = rv;
         loop {
