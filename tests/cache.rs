@@ -326,20 +326,7 @@ async fn a_silent_connection_is_restarted_and_reported() {
     st.seed(configmap("default", "before", 0));
     let server = FakeApiServer::start(st);
     let proxy = Proxy::start(server.addr).await;
-    let dir = std::env::temp_dir().join(format!("fieldguard-halfopen-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kc = server.kubeconfig(&dir, "default");
-    let text = std::fs::read_to_string(&kc)
-        .unwrap()
-        .replace(&server.addr.to_string(), &proxy.addr.to_string());
-    std::fs::write(&kc, text).unwrap();
-    let (api, _) =
-        fieldguard::live::cluster::Api::connect(&fieldguard::live::cluster::ClusterOptions {
-            kubeconfig: Some(kc),
-            context: Some("fake".into()),
-        })
-        .await
-        .unwrap();
+    let api = server.api_via(proxy.addr).await;
     let config = CacheConfig {
         backoff: Duration::from_millis(5),
         max_backoff: Duration::from_millis(50),
@@ -402,20 +389,11 @@ async fn a_silent_connection_is_restarted_and_reported() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     // The service over this cache says so: health NOT_SERVING while it stays silent.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let stores = fieldguard::service::Stores::single("fake", cache.clone() as Arc<dyn Store>);
-    let served = tokio::spawn(fieldguard::service::serve_on(
-        listener,
-        stores,
-        async {},
-        std::future::pending(),
-    ));
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = support::serve(fieldguard::service::Stores::single(
+        "fake",
+        cache.clone() as Arc<dyn Store>,
+    ))
+    .await;
     let health = async |want: tonic_health::pb::health_check_response::ServingStatus| {
         let mut h = tonic_health::pb::health_client::HealthClient::new(channel.clone());
         let until = Instant::now() + Duration::from_secs(60);
@@ -446,7 +424,6 @@ async fn a_silent_connection_is_restarted_and_reported() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     health(ServingStatus::Serving).await;
-    served.abort();
     assert!(
         cache
             .stats
@@ -512,20 +489,7 @@ async fn after_an_outage_many_kinds_reconnect_spread_out() {
         .collect();
     let server = FakeApiServer::start(State::new(resources));
     let proxy = Proxy::start(server.addr).await;
-    let dir = std::env::temp_dir().join(format!("fieldguard-spread-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kc = server.kubeconfig(&dir, "default");
-    let text = std::fs::read_to_string(&kc)
-        .unwrap()
-        .replace(&server.addr.to_string(), &proxy.addr.to_string());
-    std::fs::write(&kc, text).unwrap();
-    let (api, _) =
-        fieldguard::live::cluster::Api::connect(&fieldguard::live::cluster::ClusterOptions {
-            kubeconfig: Some(kc),
-            context: Some("fake".into()),
-        })
-        .await
-        .unwrap();
+    let api = server.api_via(proxy.addr).await;
     let config = CacheConfig {
         backoff: Duration::from_millis(100),
         max_backoff: Duration::from_secs(2),

@@ -7,10 +7,10 @@
 
 mod support;
 
+use fieldguard::service::Stores;
 use fieldguard::service::proto::{
     self as pb, analysis_client::AnalysisClient, releases_client::ReleasesClient,
 };
-use fieldguard::service::{self, Stores};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
 };
@@ -120,19 +120,7 @@ async fn spans_of_a_prediction_and_an_apply_reach_an_otlp_collector() {
         },
         Some(server.api("shop").await),
     ));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(service::serve_on(
-        listener,
-        stores,
-        async {},
-        std::future::pending(),
-    ));
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = support::serve(stores).await;
     fn auth<T>(mut r: tonic::Request<T>) -> tonic::Request<T> {
         r.metadata_mut()
             .insert("authorization", "Bearer ops-token".parse().unwrap());

@@ -388,6 +388,30 @@ impl FakeApiServer {
             .0
     }
 
+    /// A client of this server reached through `via` (a proxy in front of it), context
+    /// `fake`, namespace `default`.
+    pub async fn api_via(&self, via: SocketAddr) -> fieldguard::live::cluster::Api {
+        let dir = std::env::temp_dir().join(format!(
+            "fieldguard-fake-via-{}-{}",
+            std::process::id(),
+            via.port()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kc = self.kubeconfig(&dir, "default");
+        let text = std::fs::read_to_string(&kc)
+            .unwrap()
+            .replace(&self.addr.to_string(), &via.to_string());
+        std::fs::write(&kc, text).unwrap();
+        let opts = fieldguard::live::cluster::ClusterOptions {
+            kubeconfig: Some(kc),
+            context: Some("fake".into()),
+        };
+        fieldguard::live::cluster::Api::connect(&opts)
+            .await
+            .unwrap()
+            .0
+    }
+
     pub fn requests(&self) -> Vec<String> {
         self.state.lock().unwrap().requests.clone()
     }

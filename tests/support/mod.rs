@@ -131,3 +131,21 @@ pub async fn cache_of(
         .unwrap();
     cache
 }
+
+/// Serves `stores` on a loopback port (ready at once, stopped with the runtime) and returns a
+/// channel to it.
+pub async fn serve(stores: fieldguard::service::Stores) -> tonic::transport::Channel {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(fieldguard::service::serve_on(
+        listener,
+        stores,
+        async {},
+        std::future::pending(),
+    ));
+    tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap()
+}
