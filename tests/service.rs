@@ -431,7 +431,8 @@ async fn a_deadline_shorter_than_the_work_ends_the_request() {
     .await;
     s.ready.take().unwrap().send(()).unwrap();
     let gate = support::fake_apiserver::Gate::new();
-    prod.state.lock().unwrap().hold_gets = Some(gate.clone());
+    // Only the prediction's reads of the release's objects (in `shop`) are held.
+    prod.state.lock().unwrap().hold_gets = Some(("/namespaces/shop/".into(), gate.clone()));
     let mut r = request();
     r.fresh = true;
     // Sent over plain HTTP/2: a tonic client would also enforce the header's deadline itself
@@ -922,7 +923,8 @@ async fn shutdown_drains_requests_in_flight() {
     // GETs are held at a gate: a fresh prediction is in flight (it has asked the apiserver)
     // when the stop comes, and can only finish after it.
     let gate = support::fake_apiserver::Gate::new();
-    prod.state.lock().unwrap().hold_gets = Some(gate.clone());
+    // Only the prediction's reads of the release's objects (in `shop`) are held.
+    prod.state.lock().unwrap().hold_gets = Some(("/namespaces/shop/".into(), gate.clone()));
     let mut r = request();
     r.fresh = true;
     let mut client = AnalysisClient::new(running.channel.clone());

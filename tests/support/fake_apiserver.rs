@@ -151,9 +151,11 @@ pub struct State {
     /// Another writer wins a race: the next write to an object of this name is preceded by a
     /// change to it (an annotation), as if someone edited it after the prediction.
     pub touch_before_write: Option<String>,
-    /// While set, every GET (not watches) waits at this gate until the test opens it: work
-    /// that needs the apiserver provably outlasts whatever the test does meanwhile.
-    pub hold_gets: Option<Arc<Gate>>,
+    /// While set, every GET (not watches) whose path contains the text waits at this gate
+    /// until the test opens it: work that needs the apiserver provably outlasts whatever the
+    /// test does meanwhile. The text keeps the cache's own lists and discovery out of the gate
+    /// (a test waiting for "the prediction's GET" must not be let on by a relist).
+    pub hold_gets: Option<(String, Arc<Gate>)>,
     /// TokenReview: token → (user, groups, audiences, expired).
     pub tokens: BTreeMap<String, (String, Vec<String>, Vec<String>, bool)>,
     /// RBAC for SubjectAccessReviews and impersonated requests: (user or group, verb, resource,
@@ -477,9 +479,10 @@ async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body
         .map(|b| b.to_bytes())
         .unwrap_or_default();
     let gate = st.lock().unwrap().hold_gets.clone();
-    if let Some(g) = gate
+    if let Some((within, g)) = gate
         && method == hyper::Method::GET
         && !query.contains_key("watch")
+        && path.contains(within.as_str())
     {
         g.pass().await;
     }
