@@ -5,9 +5,10 @@
 //! after (counting allocator) — bounded by the per-peer budget and the cache's size, not by the
 //! number of tokens. Run: `cargo bench --bench auth`.
 
+use fieldguard::live::state::SnapshotState;
 use fieldguard::service::auth::{Auth, AuthConfig};
 use fieldguard::service::proto::{self as pb, ownership_client::OwnershipClient};
-use fieldguard::service::{self, SnapshotStore, Stores};
+use fieldguard::service::{self, Stores};
 use http_body_util::Full;
 use hyper::body::Bytes;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -134,13 +135,12 @@ fn kubeconfig(api: std::net::SocketAddr) -> std::path::PathBuf {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let api_addr = apiserver().await;
-    let (api, _) =
-        fieldguard::live::cluster::Api::connect(&fieldguard::live::cluster::ClusterOptions {
-            kubeconfig: Some(kubeconfig(api_addr)),
-            context: None,
-        })
-        .await
-        .unwrap();
+    let (api, _) = fieldguard::live::api::Api::connect(&fieldguard::live::api::ClusterOptions {
+        kubeconfig: Some(kubeconfig(api_addr)),
+        context: None,
+    })
+    .await
+    .unwrap();
     let config = AuthConfig {
         token_review: true,
         ..AuthConfig::default()
@@ -166,7 +166,7 @@ async fn main() {
         let catalog =
             fieldguard::catalog::Catalog::kubernetes(fieldguard::catalog::DEFAULT_KUBERNETES)
                 .unwrap();
-        let store = Arc::new(SnapshotStore::new(
+        let store = Arc::new(SnapshotState::new(
             fieldguard::live::snapshot::Snapshot::default(),
             catalog,
         ));

@@ -21,7 +21,7 @@
 mod realapi;
 
 use fieldguard::cache::{CacheConfig, ClusterCache};
-use fieldguard::live::cluster::Api;
+use fieldguard::live::api::Api;
 use fieldguard::service::proto::{self as pb, analysis_client::AnalysisClient};
 use fieldguard::service::{self, Stores};
 use serde_json::json;

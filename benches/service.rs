@@ -9,9 +9,10 @@ mod common;
 
 use fieldguard::catalog::{Catalog, DEFAULT_KUBERNETES};
 use fieldguard::live::snapshot::Snapshot;
+use fieldguard::live::state::SnapshotState;
 use fieldguard::manifest::Input;
 use fieldguard::service::proto::{self as pb, analysis_client::AnalysisClient};
-use fieldguard::service::{self, SnapshotStore, Stores};
+use fieldguard::service::{self, Stores};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,19 +20,19 @@ use std::time::{Duration, Instant};
 const RATE: u64 = 500;
 const SECONDS: u64 = 20;
 
-fn store(paths: &[&Path]) -> Arc<SnapshotStore> {
+fn store(paths: &[&Path]) -> Arc<SnapshotState> {
     let inputs: Vec<Input> = paths.iter().map(|p| Input::Path(p.to_path_buf())).collect();
     let snap = Snapshot::load(&inputs, &mut std::io::empty()).unwrap();
     let mut c = Catalog::kubernetes(DEFAULT_KUBERNETES).unwrap();
     snap.extend_catalog(&mut c).unwrap();
-    Arc::new(SnapshotStore::new(snap, c))
+    Arc::new(SnapshotState::new(snap, c))
 }
 
-async fn start(store: Arc<SnapshotStore>) -> AnalysisClient<tonic::transport::Channel> {
+async fn start(store: Arc<SnapshotState>) -> AnalysisClient<tonic::transport::Channel> {
     AnalysisClient::new(start_channel(store).await).max_decoding_message_size(256 * 1024 * 1024)
 }
 
-async fn start_channel(store: Arc<SnapshotStore>) -> tonic::transport::Channel {
+async fn start_channel(store: Arc<SnapshotState>) -> tonic::transport::Channel {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(service::serve_on(

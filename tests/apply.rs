@@ -7,7 +7,7 @@ mod support;
 use fieldguard::apply::client_side;
 use fieldguard::apply::ssa::{self, SsaError, SsaOptions};
 use fieldguard::check::Force;
-use fieldguard::live::cluster::Api;
+use fieldguard::live::api::Api;
 use fieldguard::value::json::parse_str;
 use serde_json::{Value, json};
 use support::realapi::{get, install_crd, write};

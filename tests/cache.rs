@@ -4,7 +4,7 @@
 mod support;
 
 use fieldguard::cache::{CacheConfig, ClusterCache};
-use fieldguard::service::Store;
+use fieldguard::live::state::LiveState;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -249,18 +249,15 @@ async fn undecodable_objects_are_skipped_and_counted_and_the_store_answers() {
         namespace: "default".into(),
         name: name.into(),
     };
-    let (all, web, bad, absent) = tokio::task::spawn_blocking(move || {
-        let all = c2.all();
-        let web = c2.get(&oref("Deployment", "web"));
-        let bad = c2.get(&oref("ConfigMap", "bad"));
-        let absent = c2.get(&oref("ConfigMap", "absent"));
-        (all, web, bad, absent)
-    })
-    .await
-    .unwrap();
+    let all = c2.list(None).await.unwrap();
+    let web = c2.get(&oref("Deployment", "web")).await;
+    let bad = c2.get(&oref("ConfigMap", "bad")).await;
+    let absent = c2.get(&oref("ConfigMap", "absent")).await;
     assert_eq!(all.len(), 2);
     // The unreadable object exists: asking for it is an error, never "absent" (a creation).
-    let bad = bad.expect_err("an unreadable object is not absent");
+    let bad = bad
+        .expect_err("an unreadable object is not absent")
+        .to_string();
     assert!(
         bad.contains("ConfigMap default/bad") && bad.contains("cannot read"),
         "{bad}"
@@ -296,17 +293,14 @@ async fn undecodable_objects_are_skipped_and_counted_and_the_store_answers() {
     }
     converge(&server, &cache, "50 same-shaped objects").await;
     // Deleted, it is absent again.
-    let c3 = cache.clone();
-    let bad = tokio::task::spawn_blocking(move || {
-        c3.get(&fieldguard::live::ObjectRef {
+    let bad = cache
+        .get(&fieldguard::live::ObjectRef {
             group: "".into(),
             kind: "ConfigMap".into(),
             namespace: "default".into(),
             name: "bad".into(),
         })
-    })
-    .await
-    .unwrap();
+        .await;
     assert!(bad.unwrap().is_none());
     assert!(
         cache.interner.len() <= before + 2,
@@ -391,7 +385,7 @@ async fn a_silent_connection_is_restarted_and_reported() {
     // The service over this cache says so: health NOT_SERVING while it stays silent.
     let channel = support::serve(fieldguard::service::Stores::single(
         "fake",
-        cache.clone() as Arc<dyn Store>,
+        cache.clone() as Arc<dyn LiveState>,
     ))
     .await;
     let health = async |want: tonic_health::pb::health_check_response::ServingStatus| {

@@ -47,7 +47,7 @@ fn pipeline(bytes: &[u8]) -> bool {
         namespace: "shop".into(),
         now: 0,
     };
-    let report = check::run(&targets, snap, &opts, &mut |_, _| {});
+    let report = check::run(&targets, &snap.fetched(), &opts, &mut |_, _| {});
     for o in &report.objects {
         assert!(o.line >= 1);
         for c in &o.conflicts {
@@ -135,7 +135,7 @@ fn every_output(bytes: &[u8]) -> String {
         namespace: "shop".into(),
         now: 0,
     };
-    let r = check::run(&targets, snap, &opts, &mut |_, _| {});
+    let r = check::run(&targets, &snap.fetched(), &opts, &mut |_, _| {});
     let mut all = invalid(&check::invalid_objects(&r, &targets));
     for f in [Format::Text, Format::Json, Format::Sarif, Format::Junit] {
         all.push_str(&report::render(&r, f, false));
@@ -197,7 +197,7 @@ proptest! {
         name in ".{1,40}",
         api_version in prop::sample::select(vec!["v1", "apps/v1", "x.io/v1beta1"]),
     ) {
-        let p = fieldguard::live::cluster::resource_path(api_version, "things", &ns, Some(&name));
+        let p = fieldguard::live::api::resource_path(api_version, "things", &ns, Some(&name));
         prop_assert!(!p.contains('?') && !p.contains('#'), "{p}");
         let segments: Vec<&str> = p.trim_start_matches('/').split('/').collect();
         let expected = if api_version.contains('/') { 3 } else { 2 }

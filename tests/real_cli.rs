@@ -50,7 +50,7 @@ fn tempdir(name: &str) -> PathBuf {
 }
 
 /// Widgets written by several managers: an applier, a hand edit, an autoscaler, an injector.
-async fn populate(api: &fieldguard::live::cluster::Api) {
+async fn populate(api: &fieldguard::live::api::Api) {
     let base = format!("/apis/fieldguard.test/v1/namespaces/{NS}/widgets");
     let apply = "application/apply-patch+yaml";
     let merge = "application/merge-patch+json";
@@ -100,7 +100,7 @@ async fn populate(api: &fieldguard::live::cluster::Api) {
 }
 
 /// The objects and the CRD as `kubectl get -o json --show-managed-fields` prints them.
-async fn export(api: &fieldguard::live::cluster::Api, dir: &Path) {
+async fn export(api: &fieldguard::live::api::Api, dir: &Path) {
     let list = get(
         api,
         &format!("/apis/fieldguard.test/v1/namespaces/{NS}/widgets"),

@@ -20,7 +20,7 @@ mod support;
 use support::judge::{compare, contents, predict, stamped};
 use support::realapi::{get, install_crd, write};
 
-use fieldguard::live::cluster::Api;
+use fieldguard::live::api::Api;
 use fieldguard::predict::Verdict;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

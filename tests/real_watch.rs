@@ -13,7 +13,7 @@
 mod support;
 
 use fieldguard::cache::{CacheConfig, ClusterCache};
-use fieldguard::live::cluster::Api;
+use fieldguard::live::api::Api;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};

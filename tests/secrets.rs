@@ -183,7 +183,10 @@ async fn service_answers_never_show_secret_values() {
     let cache = support::cache_of(&server, "prod").await;
     let d = dir("service");
     let audit = d.join("audit.jsonl");
-    let mut stores = Stores::single("prod", cache.clone() as Arc<dyn fieldguard::service::Store>);
+    let mut stores = Stores::single(
+        "prod",
+        cache.clone() as Arc<dyn fieldguard::live::state::LiveState>,
+    );
     stores.allow_apply = true;
     stores.auth = Arc::new(Auth::new(
         AuthConfig {

@@ -6,11 +6,12 @@ mod support;
 use fieldguard::cache::ClusterCache;
 use fieldguard::catalog::{Catalog, DEFAULT_KUBERNETES};
 use fieldguard::live::snapshot::Snapshot;
+use fieldguard::live::state::SnapshotState;
 use fieldguard::manifest::Input;
 use fieldguard::service::proto::{
     self as pb, analysis_client::AnalysisClient, ownership_client::OwnershipClient,
 };
-use fieldguard::service::{self, SnapshotStore, Stores};
+use fieldguard::service::{self, Stores};
 use std::path::PathBuf;
 use std::sync::Arc;
 use tonic::Code;
@@ -21,7 +22,7 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn store() -> Arc<SnapshotStore> {
+fn store() -> Arc<SnapshotState> {
     let snap = Snapshot::load(
         &[Input::Path(root().join("examples/cluster"))],
         &mut std::io::empty(),
@@ -29,7 +30,7 @@ fn store() -> Arc<SnapshotStore> {
     .unwrap();
     let mut c = Catalog::kubernetes(DEFAULT_KUBERNETES).unwrap();
     snap.extend_catalog(&mut c).unwrap();
-    Arc::new(SnapshotStore::new(snap, c))
+    Arc::new(SnapshotState::new(snap, c))
 }
 
 struct Running {
@@ -426,7 +427,7 @@ async fn a_deadline_shorter_than_the_work_ends_the_request() {
     let cache = cache_of(&prod, "prod").await;
     let mut s = start_with(Stores::single(
         "prod",
-        cache.clone() as Arc<dyn fieldguard::service::Store>,
+        cache.clone() as Arc<dyn fieldguard::live::state::LiveState>,
     ))
     .await;
     s.ready.take().unwrap().send(()).unwrap();
@@ -576,11 +577,11 @@ async fn predictions_over_watched_clusters_equal_the_snapshot_and_span_clusters(
         by_name: [
             (
                 "prod".to_string(),
-                prod_cache.clone() as Arc<dyn fieldguard::service::Store>,
+                prod_cache.clone() as Arc<dyn fieldguard::live::state::LiveState>,
             ),
             (
                 "staging".to_string(),
-                fresh_cache.clone() as Arc<dyn fieldguard::service::Store>,
+                fresh_cache.clone() as Arc<dyn fieldguard::live::state::LiveState>,
             ),
         ]
         .into(),
@@ -647,6 +648,21 @@ async fn predictions_over_watched_clusters_equal_the_snapshot_and_span_clusters(
     let info = details.error_info().expect("error info");
     assert_eq!(info.reason, "LIVE_STATE_UNAVAILABLE");
     assert_eq!(info.metadata["objects"], "Deployment.apps shop/checkout");
+    // Read fresh, the apiserver's refusal is passed on typed: its status code and reason.
+    let mut r = request();
+    r.fresh = true;
+    let err = a.predict_conflicts(r).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
+    assert!(
+        err.message().contains("injected fault"),
+        "{}",
+        err.message()
+    );
+    let details = err.get_error_details();
+    let info = details.error_info().expect("error info");
+    assert_eq!(info.reason, "CLUSTER_UNAVAILABLE");
+    assert_eq!(info.metadata["code"], "500");
+    assert_eq!(info.metadata["reason"], "InternalError");
     prod.state.lock().unwrap().fail_gets_of = None;
     let got = a.predict_conflicts(request()).await.unwrap().into_inner();
     assert_eq!(got.clusters[0].objects.len(), want_objects);
@@ -756,7 +772,7 @@ async fn releases_apply_streams_progress_then_the_result() {
     let audit_file =
         std::env::temp_dir().join(format!("fieldguard-audit-{}.jsonl", std::process::id()));
     let _ = std::fs::remove_file(&audit_file);
-    let store = cache.clone() as Arc<dyn fieldguard::service::Store>;
+    let store = cache.clone() as Arc<dyn fieldguard::live::state::LiveState>;
 
     // Off unless asked for.
     let mut stores = secured(Stores::single("staging", store.clone()), &fresh, false).await;
@@ -916,7 +932,7 @@ async fn shutdown_drains_requests_in_flight() {
     let cache = cache_of(&prod, "prod").await;
     let mut running = start_with(Stores::single(
         "prod",
-        cache.clone() as Arc<dyn fieldguard::service::Store>,
+        cache.clone() as Arc<dyn fieldguard::live::state::LiveState>,
     ))
     .await;
     running.ready.take().unwrap().send(()).unwrap();
@@ -1003,7 +1019,7 @@ async fn authentication_modes_and_read_authorization() {
         ));
     }
     let cache = cache_of(&prod, "prod").await;
-    let store = cache.clone() as Arc<dyn fieldguard::service::Store>;
+    let store = cache.clone() as Arc<dyn fieldguard::live::state::LiveState>;
     let stores = secured(Stores::single("prod", store.clone()), &prod, false).await;
     let mut running = start_with(stores).await;
     running.ready.take().unwrap().send(()).unwrap();
@@ -1102,7 +1118,7 @@ async fn a_flood_of_unknown_tokens_is_bounded_per_peer_and_in_memory() {
         ("alice".into(), vec![], vec![], false),
     );
     let cache = cache_of(&prod, "prod").await;
-    let store = cache.clone() as Arc<dyn fieldguard::service::Store>;
+    let store = cache.clone() as Arc<dyn fieldguard::live::state::LiveState>;
     let reviews = || {
         prod.requests()
             .iter()
@@ -1244,7 +1260,10 @@ async fn mutual_tls_identifies_callers_by_certificate() {
     ));
     let cache = cache_of(&prod, "prod").await;
     let pki = Pki::new();
-    let mut stores = Stores::single("prod", cache.clone() as Arc<dyn fieldguard::service::Store>);
+    let mut stores = Stores::single(
+        "prod",
+        cache.clone() as Arc<dyn fieldguard::live::state::LiveState>,
+    );
     stores.tls = Some(
         ServerTlsConfig::new()
             .identity(Identity::from_pem(&pki.server.0, &pki.server.1))
@@ -1393,7 +1412,10 @@ async fn authorization_asks_about_the_served_resource() {
         .await
         .unwrap();
     let stores = secured(
-        Stores::single("prod", cache.clone() as Arc<dyn fieldguard::service::Store>),
+        Stores::single(
+            "prod",
+            cache.clone() as Arc<dyn fieldguard::live::state::LiveState>,
+        ),
         &server,
         false,
     )

@@ -111,7 +111,10 @@ async fn spans_of_a_prediction_and_an_apply_reach_an_otlp_collector() {
             .push(("ops".into(), "*".into(), "*".into(), String::new()));
     }
     let cache = support::cache_of(&server, "prod").await;
-    let mut stores = Stores::single("prod", cache.clone() as Arc<dyn fieldguard::service::Store>);
+    let mut stores = Stores::single(
+        "prod",
+        cache.clone() as Arc<dyn fieldguard::live::state::LiveState>,
+    );
     stores.allow_apply = true;
     stores.auth = Arc::new(Auth::new(
         AuthConfig {

@@ -13,7 +13,7 @@ use super::ssa::{self, SsaError, SsaOptions};
 use super::wait::{self, Readiness};
 use crate::catalog::{Catalog, Discovered};
 use crate::check::{self, Force, Target};
-use crate::live::cluster::{Api, ClusterError, percent_encode};
+use crate::live::api::{Api, ClusterError, percent_encode};
 use crate::live::{Fetched, ObjectRef};
 use crate::managedfields::entries_from_value;
 use crate::manifest::{self, Document, ManifestError};
@@ -212,7 +212,7 @@ fn now_rfc3339() -> String {
 
 /// URL of the collection and of the object.
 fn urls(api_version: &str, plural: &str, r: &ObjectRef) -> (String, String) {
-    use crate::live::cluster::resource_path;
+    use crate::live::api::resource_path;
     (
         resource_path(api_version, plural, &r.namespace, None),
         resource_path(api_version, plural, &r.namespace, Some(&r.name)),
@@ -222,7 +222,7 @@ fn urls(api_version: &str, plural: &str, r: &ObjectRef) -> (String, String) {
 async fn list_secrets(api: &Api, ns: &str, selector: &str) -> Result<Vec<Value>, ClusterError> {
     let path = format!(
         "{}?labelSelector={}",
-        crate::live::cluster::resource_path("v1", "secrets", ns, None),
+        crate::live::api::resource_path("v1", "secrets", ns, None),
         percent_encode(selector)
     );
     Ok(api
@@ -427,7 +427,8 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
         };
         let (coll, obj) = urls(&t.info.gvk.api_version(), &d.plural, &t.object_ref);
         if let Some(v) = api.get_json(&obj).await? {
-            live.objects.insert(t.object_ref.clone(), v);
+            live.objects
+                .insert(t.object_ref.clone(), std::sync::Arc::new(v));
         }
         paths.insert(t.object_ref.clone(), (coll, obj));
     }
@@ -489,7 +490,7 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
         }
         for (r, m) in &migrations {
             if let Some(l) = live.objects.get_mut(r) {
-                *l = migrate::migrated(l, m);
+                *l = std::sync::Arc::new(migrate::migrated(l, m));
             }
         }
     }
@@ -517,7 +518,7 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
                 } else {
                     &opts
                 };
-                check::check_one(t, live.objects.get(&t.object_ref), o)
+                check::check_one(t, live.get(&t.object_ref), o)
             })
             .collect(),
     };
@@ -587,7 +588,7 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
         source: release::Source::Fieldguard,
         results: vec![],
     };
-    let records = crate::live::cluster::resource_path("v1", "secrets", &ns, None);
+    let records = crate::live::api::resource_path("v1", "secrets", &ns, None);
     if !req.dry_run {
         write_record(api, &records, &record, true).await?;
     }
@@ -647,7 +648,7 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
         }
         let (coll, path) = &paths[&t.object_ref];
         let predicted = &outcome.prediction.objects[i];
-        let live_obj = live.objects.get(&t.object_ref);
+        let live_obj = live.get(&t.object_ref);
         let o = match method {
             Method::Ssa => {
                 let force = if adopted.contains(&t.object_ref) {
@@ -1197,7 +1198,7 @@ async fn wait_for(
 async fn events_of(api: &Api, r: &ObjectRef) -> String {
     let path = format!(
         "{}?fieldSelector={}",
-        crate::live::cluster::resource_path("v1", "events", &r.namespace, None),
+        crate::live::api::resource_path("v1", "events", &r.namespace, None),
         percent_encode(&format!("involvedObject.name={}", r.name))
     );
     let Ok(Some(list)) = api.get_json(&path).await else {

@@ -10,7 +10,7 @@
 //! the prediction.
 
 use crate::check::Force;
-use crate::live::cluster::{Api, ClusterError};
+use crate::live::api::{Api, ClusterError};
 use crate::value::{Value, json};
 
 /// How to apply.
@@ -206,7 +206,7 @@ async fn send(
 ) -> Result<Value, SsaError> {
     let mut url = format!(
         "{path}?fieldManager={}",
-        crate::live::cluster::percent_encode(&opts.field_manager)
+        crate::live::api::percent_encode(&opts.field_manager)
     );
     if force {
         url.push_str("&force=true");

@@ -17,14 +17,14 @@ mod watch;
 pub use intern::Interner;
 pub use watch::{Applied, apply_event_to};
 
-use crate::catalog::{Catalog, DEFAULT_KUBERNETES};
+use crate::catalog::Catalog;
 use crate::live::ObjectRef;
-use crate::live::cluster::{Api, ClusterError, GvTypes, ServedResource};
-use crate::live::store::{Store, Stored};
-use dashmap::DashMap;
+use crate::live::api::{Api, ClusterError};
+use crate::live::discovery::{ServedResource, Types};
+use crate::live::state::{LiveError, LiveState, Stored};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use table::Table;
 
@@ -111,9 +111,8 @@ pub struct ClusterCache {
     /// Every resource the last discovery reported (watched or not).
     served: RwLock<Vec<ServedResource>>,
     synced_notify: tokio::sync::Notify,
-    types: DashMap<String, Option<GvTypes>>,
-    openapi_index: Mutex<Option<Option<crate::value::Value>>>,
-    runtime: tokio::runtime::Handle,
+    /// Discovery and schemas per group-version, forgotten when CRDs change.
+    types: Types,
     stop: tokio::sync::watch::Sender<bool>,
     /// Signalled when CRDs change: discovery runs again and new resources get watched.
     rediscover: tokio::sync::Notify,
@@ -136,9 +135,7 @@ impl ClusterCache {
             watched: RwLock::new(Vec::new()),
             served: RwLock::new(Vec::new()),
             synced_notify: tokio::sync::Notify::new(),
-            types: DashMap::new(),
-            openapi_index: Mutex::new(None),
-            runtime: tokio::runtime::Handle::current(),
+            types: Types::default(),
             stop,
             rediscover: tokio::sync::Notify::new(),
         });
@@ -176,11 +173,7 @@ impl ClusterCache {
     /// Whether a CRD in the cache's CRD table (of a group the cache wants) has no resource in
     /// the last discovery yet.
     fn crds_not_served_yet(&self) -> bool {
-        let Some(crds) = self
-            .tables()
-            .into_iter()
-            .find(|t| t.kind == "CustomResourceDefinition")
-        else {
+        let Some(crds) = self.crd_table() else {
             return false;
         };
         let served = self.served.read().unwrap_or_else(|p| p.into_inner());
@@ -197,6 +190,13 @@ impl ClusterCache {
                     .iter()
                     .any(|r| r.plural == plural && group_of(&r.api_version) == group)
         })
+    }
+
+    /// The table of CustomResourceDefinitions, when they are watched.
+    fn crd_table(&self) -> Option<Arc<Table>> {
+        self.tables()
+            .into_iter()
+            .find(|t| t.kind == "CustomResourceDefinition" && t.group == "apiextensions.k8s.io")
     }
 
     /// Watches resources discovery reports that are not watched yet (new CRDs).
@@ -245,11 +245,8 @@ impl ClusterCache {
     /// has not installed yet) and fresh discovery no longer lists it.
     async fn no_longer_served(&self, r: &ServedResource) -> bool {
         let group = group_of(&r.api_version);
-        let crds = self
-            .tables()
-            .into_iter()
-            .find(|t| t.kind == "CustomResourceDefinition" && t.listed.load(Ordering::SeqCst));
-        if let Some(crds) = crds
+        if let Some(crds) = self.crd_table()
+            && crds.listed.load(Ordering::SeqCst)
             && crds
                 .read()
                 .objects
@@ -300,7 +297,6 @@ impl ClusterCache {
     /// Forgets cached schemas (a CRD changed).
     fn schemas_changed(&self) {
         self.types.clear();
-        *self.openapi_index.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
     /// Stops every watch.
@@ -338,7 +334,7 @@ impl ClusterCache {
         out
     }
 
-    fn find(&self, group: &str, kind: &str) -> Option<(ServedResource, Arc<Table>)> {
+    fn find_table(&self, group: &str, kind: &str) -> Option<(ServedResource, Arc<Table>)> {
         self.watched
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -347,56 +343,21 @@ impl ClusterCache {
             .map(|w| (w.resource.clone(), w.table.clone()))
     }
 
-    fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
-        self.runtime.block_on(f)
-    }
-
     fn object_path(r: &ServedResource, namespace: &str, name: &str) -> String {
         let ns = if r.namespaced { namespace } else { "" };
-        crate::live::cluster::resource_path(&r.api_version, &r.plural, ns, Some(name))
+        crate::live::api::resource_path(&r.api_version, &r.plural, ns, Some(name))
     }
 }
 
-impl Store for ClusterCache {
-    fn catalog(&self, api_versions: &BTreeSet<String>) -> Result<Catalog, String> {
-        let mut catalog = Catalog::kubernetes(DEFAULT_KUBERNETES).map_err(|e| e.to_string())?;
-        let index = {
-            let cached = self
-                .openapi_index
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone();
-            match cached {
-                Some(i) => i,
-                None => {
-                    let i = self
-                        .block_on(self.api.openapi_index())
-                        .map_err(|e| e.to_string())?;
-                    *self.openapi_index.lock().unwrap_or_else(|p| p.into_inner()) = Some(i.clone());
-                    i
-                }
-            }
-        };
-        for av in api_versions {
-            let t = match self.types.get(av) {
-                Some(t) => t.clone(),
-                None => {
-                    let t = self
-                        .block_on(self.api.gv_types(&index, av))
-                        .map_err(|e| e.to_string())?;
-                    self.types.insert(av.clone(), t.clone());
-                    t
-                }
-            };
-            if let Some(t) = t {
-                t.add_to(&mut catalog);
-            }
-        }
-        Ok(catalog)
+#[async_trait::async_trait]
+impl LiveState for ClusterCache {
+    async fn catalog(&self, api_versions: &BTreeSet<String>) -> Result<Catalog, LiveError> {
+        Ok(self.types.catalog(&self.api, api_versions).await?)
     }
 
-    fn get(&self, r: &ObjectRef) -> Result<Option<Stored>, String> {
-        let Some((res, table)) = self.find(&r.group, &r.kind) else {
+    async fn get(&self, r: &ObjectRef) -> Result<Option<Stored>, LiveError> {
+        let unavailable = |why: String| LiveError::Unavailable(vec![(r.clone(), why)]);
+        let Some((res, table)) = self.find_table(&r.group, &r.kind) else {
             return Ok(None);
         };
         let entry = {
@@ -409,9 +370,9 @@ impl Store for ClusterCache {
                 } else {
                     why
                 };
-                return Err(format!(
-                    "{r}: the watch delivered an object the cache cannot read: {why}"
-                ));
+                return Err(unavailable(format!(
+                    "the watch delivered an object the cache cannot read: {why}"
+                )));
             }
             match data.objects.get(&*k) {
                 Some(e) => e.clone(),
@@ -424,41 +385,83 @@ impl Store for ClusterCache {
         // Metadata-only kinds: the object's content comes from the apiserver. Without it the
         // values are unknown: no prediction (never a guess from the metadata alone).
         let path = Self::object_path(&res, &r.namespace, &r.name);
-        self.block_on(self.api.get_json(&path))
+        self.api
+            .get_json(&path)
+            .await
             .map(|v| v.map(Arc::new))
-            .map_err(|e| format!("{r}: the live object could not be read: {e}"))
+            .map_err(|e| unavailable(format!("the live object could not be read: {e}")))
     }
 
-    fn fetch_fresh(&self, refs: &[(ObjectRef, String)]) -> Result<Vec<Option<Stored>>, String> {
+    async fn fetch_fresh(
+        &self,
+        refs: &[(ObjectRef, String)],
+    ) -> Result<Vec<Option<Stored>>, LiveError> {
         let mut out = Vec::with_capacity(refs.len());
         for (r, api_version) in refs {
-            let Some((mut res, _)) = self.find(&r.group, &r.kind) else {
+            let Some((mut res, _)) = self.find_table(&r.group, &r.kind) else {
                 out.push(None);
                 continue;
             };
             res.api_version = api_version.clone();
             let path = Self::object_path(&res, &r.namespace, &r.name);
-            let v = self
-                .block_on(self.api.get_json(&path))
-                .map_err(|e| e.to_string())?;
-            out.push(v.map(Arc::new));
+            out.push(self.api.get_json(&path).await?.map(Arc::new));
         }
         Ok(out)
     }
 
-    fn all(&self) -> Vec<(ObjectRef, Stored)> {
-        let mut out = Vec::new();
-        for t in self.tables() {
-            let data = t.read();
-            for e in data.objects.values() {
-                out.push((
-                    t.object_ref(e),
-                    Arc::new(e.to_value(&t.api_version, &t.kind)),
-                ));
+    async fn find(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Vec<(ObjectRef, Stored)>, LiveError> {
+        let served = self
+            .served
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|r| r.matches(kind))
+            .cloned();
+        let Some(res) = served else {
+            return Err(LiveError::UnknownKind(kind.to_string()));
+        };
+        let r = ObjectRef {
+            group: res.group().to_string(),
+            kind: res.kind.clone(),
+            namespace: if res.namespaced {
+                namespace.to_string()
+            } else {
+                String::new()
+            },
+            name: name.to_string(),
+        };
+        Ok(self.get(&r).await?.map(|o| (r, o)).into_iter().collect())
+    }
+
+    async fn list(&self, namespace: Option<&str>) -> Result<Vec<(ObjectRef, Stored)>, LiveError> {
+        // Every object rebuilt: work for the blocking pool, not the runtime's workers.
+        let tables = self.tables();
+        let namespace = namespace.map(str::to_string);
+        tokio::task::spawn_blocking(move || {
+            let mut out = Vec::new();
+            for t in tables {
+                let data = t.read();
+                for e in data.objects.values() {
+                    let r = t.object_ref(e);
+                    if namespace
+                        .as_deref()
+                        .is_some_and(|n| !r.namespace.is_empty() && r.namespace != n)
+                    {
+                        continue;
+                    }
+                    out.push((r, Arc::new(e.to_value(&t.api_version, &t.kind))));
+                }
             }
-        }
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        out
+            out.sort_by(|a, b| a.0.cmp(&b.0));
+            out
+        })
+        .await
+        .map_err(|e| LiveError::Internal(format!("listing the cache failed: {e}")))
     }
 
     fn describe(&self) -> String {
@@ -502,24 +505,30 @@ impl Store for ClusterCache {
         })
     }
 
-    fn managed_by(&self, manager: &str) -> Vec<(ObjectRef, Stored)> {
-        let mut out = Vec::new();
-        for t in self.tables() {
-            let data = t.read();
-            let Some(keys) = data.by_manager.get(manager) else {
-                continue;
-            };
-            for k in keys {
-                if let Some(e) = data.objects.get(k) {
-                    out.push((
-                        t.object_ref(e),
-                        Arc::new(e.to_value(&t.api_version, &t.kind)),
-                    ));
+    async fn managed_by(&self, manager: &str) -> Result<Vec<(ObjectRef, Stored)>, LiveError> {
+        let tables = self.tables();
+        let manager = manager.to_string();
+        tokio::task::spawn_blocking(move || {
+            let mut out = Vec::new();
+            for t in tables {
+                let data = t.read();
+                let Some(keys) = data.by_manager.get(manager.as_str()) else {
+                    continue;
+                };
+                for k in keys {
+                    if let Some(e) = data.objects.get(k) {
+                        out.push((
+                            t.object_ref(e),
+                            Arc::new(e.to_value(&t.api_version, &t.kind)),
+                        ));
+                    }
                 }
             }
-        }
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        out
+            out.sort_by(|a, b| a.0.cmp(&b.0));
+            out
+        })
+        .await
+        .map_err(|e| LiveError::Internal(format!("listing the cache failed: {e}")))
     }
 }
 

@@ -22,7 +22,8 @@
 use super::ClusterCache;
 use super::backoff::Backoff;
 use super::table::{Entry, Table, TableData};
-use crate::live::cluster::{ClusterError, ServedResource};
+use crate::live::api::ClusterError;
+use crate::live::discovery::ServedResource;
 use crate::value::json;
 use futures::AsyncBufReadExt;
 use futures::StreamExt;
@@ -36,7 +37,7 @@ const METADATA: &str =
 
 fn base(r: &ServedResource, namespace: Option<&str>) -> String {
     let ns = namespace.filter(|_| r.namespaced).unwrap_or("");
-    crate::live::cluster::resource_path(&r.api_version, &r.plural, ns, None)
+    crate::live::api::resource_path(&r.api_version, &r.plural, ns, None)
 }
 
 enum End {
@@ -74,7 +75,7 @@ pub(super) async fn run(
             Ok(rv) => rv,
             // A 404 also answers while an apiserver starts (its CRDs not served yet): the
             // resource is gone only when its CRD (or discovery) says so.
-            Err(e) if e.code == Some(404) && cache.no_longer_served(&res).await => {
+            Err(e) if e.is_not_found() && cache.no_longer_served(&res).await => {
                 tracing::info!(cluster = %cache.name, resource = %base, "no longer served: not watched any more");
                 return Exit::Removed;
             }
@@ -234,8 +235,8 @@ async fn watch_once(
             table.set_in_sync(true);
             s
         }
-        Ok(Err(e)) if e.code == Some(410) => return End::Relist,
-        Ok(Err(e)) if e.code == Some(404) => return End::Relist,
+        Ok(Err(e)) if e.is_gone() => return End::Relist,
+        Ok(Err(e)) if e.is_not_found() => return End::Relist,
         Ok(Err(e)) => {
             tracing::warn!(cluster = %cache.name, resource = %base, error = %e, "watch failed");
             return End::Failed(rv.to_string());

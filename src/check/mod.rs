@@ -4,7 +4,7 @@
 //!
 //! Two steps, so nothing is predicted from a partly valid input: [`resolve`] turns manifests
 //! into targets (types looked up, namespaces defaulted, CRDs of the set registered) or reports
-//! every problem, located; [`run`] predicts each target against a [`LiveObjects`] source.
+//! every problem, located; [`run`] predicts each target against the live objects read for it ([`Fetched`]).
 
 mod redact;
 mod suggest;
@@ -20,7 +20,7 @@ pub use suggest::{Action, Suggestion};
 use crate::catalog::{Catalog, TypeInfo};
 use crate::deadline::{Deadline, Expired};
 use crate::fieldpath::PathElement;
-use crate::live::{LiveObjects, ObjectRef};
+use crate::live::{Fetched, ObjectRef};
 use crate::managedfields::{Identity, Prepared, Time};
 use crate::manifest::{Document, ManifestError, Origin};
 use crate::predict::{self, ApplyRequest, FieldConflict, ForcePolicy, OwnedField, Owner, Verdict};
@@ -389,7 +389,7 @@ impl Report {
 #[tracing::instrument(name = "engine", skip_all, fields(objects = targets.len()))]
 pub fn run(
     targets: &[Target],
-    live: &dyn LiveObjects,
+    live: &Fetched,
     opts: &Options,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Report {
@@ -402,7 +402,7 @@ pub fn run(
 /// [`run`], stopping (between objects) when `deadline` passes.
 pub fn run_until(
     targets: &[Target],
-    live: &dyn LiveObjects,
+    live: &Fetched,
     opts: &Options,
     progress: &mut dyn FnMut(usize, usize),
     deadline: &Deadline,
@@ -412,7 +412,7 @@ pub fn run_until(
         deadline.check()?;
         let mut o = check_one(t, live.get(&t.object_ref), opts);
         if o.live_origin.is_some() {
-            o.live_origin = live.origin(&t.object_ref);
+            o.live_origin = live.origins.get(&t.object_ref).cloned();
         }
         objects.push(o);
         progress(i + 1, targets.len());
@@ -420,7 +420,7 @@ pub fn run_until(
     Ok(Report {
         field_manager: opts.field_manager.clone(),
         force: opts.force.clone(),
-        source: live.describe(),
+        source: live.source.clone(),
         objects,
     })
 }

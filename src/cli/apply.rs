@@ -5,7 +5,9 @@ use super::check::manifest_inputs;
 use super::{EXIT_APPLY_FAILED, EXIT_CONFLICTS, EXIT_INVALID, EXIT_UNREACHABLE, ExitCode};
 use crate::apply::release::ServerSide;
 use crate::apply::run::{self, Outcome, Request, RunError};
-use crate::live::cluster::{Cluster, ClusterOptions};
+use crate::live::api::ClusterOptions;
+use crate::live::cluster::Cluster;
+use crate::live::state::LiveState;
 use crate::manifest;
 use crate::report::{self, Format};
 use clap::{Args, ValueEnum};
@@ -145,10 +147,18 @@ pub fn run(args: ApplyArgs) -> ExitCode {
         }
         (loaded.documents, text)
     };
-    let cluster = match Cluster::connect(&ClusterOptions {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return super::usage_error(&format!("cannot start the runtime: {e}")),
+    };
+    let cluster = match rt.block_on(Cluster::connect(&ClusterOptions {
         kubeconfig: args.kubeconfig.clone(),
         context: args.context.clone(),
-    }) {
+    })) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");
@@ -158,7 +168,8 @@ pub fn run(args: ApplyArgs) -> ExitCode {
     let namespace = args
         .namespace
         .clone()
-        .unwrap_or_else(|| cluster.default_namespace().to_string());
+        .or_else(|| cluster.default_namespace())
+        .unwrap_or_else(|| "default".into());
     let req_namespace = namespace.clone();
     let req = Request {
         release: args.release.clone(),
@@ -178,7 +189,7 @@ pub fn run(args: ApplyArgs) -> ExitCode {
         poll: Duration::from_secs(2),
     };
     let mut progress = |line: &str| eprintln!("{line}");
-    let result = cluster.block_on(run::run(cluster.api(), req, &mut progress));
+    let result = rt.block_on(run::run(cluster.api(), req, &mut progress));
     match result {
         Ok(outcome) => finish(&outcome, &args),
         Err(RunError::Invalid(errors)) => invalid(&errors, &args),

@@ -1,12 +1,15 @@
 //! `fieldguard check`: the pre-merge conflict check.
 
-use super::live::{LiveArgs, LiveSource};
+use super::live::{LiveArgs, LiveSource, failed};
 use super::progress::Progress;
 use super::{EXIT_CONFLICTS, EXIT_INVALID, ExitCode, print_errors};
 use crate::check::{self, Force, Options};
+use crate::live::ObjectRef;
+use crate::live::state;
 use crate::manifest::{self, Input};
 use crate::report::{self, Format};
 use clap::{Args, ValueEnum};
+use std::collections::BTreeSet;
 use std::io::IsTerminal;
 
 #[derive(Args, Debug)]
@@ -155,19 +158,25 @@ pub fn run(args: CheckArgs) -> ExitCode {
         .filter(|d| d.namespace().is_none())
         .map(|d| d.origin.clone())
         .collect();
-    let mut source = match LiveSource::open_for(&args.live, args.output) {
+    let source = match LiveSource::open_for(&args.live, args.output) {
         Ok(s) => s,
         Err(code) => return code,
     };
-    if let Err(code) = source.prepare(&loaded.documents) {
-        return code;
-    }
-    let targets = match check::resolve(loaded.documents, &mut source.catalog, &source.namespace) {
+    let versions: BTreeSet<String> = loaded
+        .documents
+        .iter()
+        .map(|d| d.api_version().to_string())
+        .collect();
+    let mut catalog = match source.block_on(source.state.catalog(&versions)) {
+        Ok(c) => c,
+        Err(e) => return failed(e, args.output),
+    };
+    let targets = match check::resolve(loaded.documents, &mut catalog, &source.namespace) {
         Ok(t) => t,
         Err(errors) => return invalid_input(&errors, args.output),
     };
     // A snapshot has no current context to take a namespace from: say where objects went.
-    if source.snapshot().is_some() && args.live.namespace.is_none() {
+    if source.is_snapshot && args.live.namespace.is_none() {
         let defaulted = targets
             .iter()
             .filter(|t| t.info.namespaced && unnamespaced.contains(&t.doc.origin))
@@ -180,9 +189,13 @@ pub fn run(args: CheckArgs) -> ExitCode {
             );
         }
     }
-    let live = match source.objects_for(&targets) {
+    let refs: Vec<(ObjectRef, String)> = targets
+        .iter()
+        .map(|t| (t.object_ref.clone(), t.info.gvk.api_version()))
+        .collect();
+    let live = match source.block_on(state::fetch(&*source.state, &refs, true)) {
         Ok(l) => l,
-        Err(code) => return code,
+        Err(e) => return failed(e, args.output),
     };
     let opts = Options {
         field_manager: args.field_manager.clone(),
@@ -191,9 +204,7 @@ pub fn run(args: CheckArgs) -> ExitCode {
         now: time::OffsetDateTime::now_utc().unix_timestamp(),
     };
     let mut progress = Progress::new("checked");
-    let report = check::run(&targets, live.as_ref(), &opts, &mut |d, n| {
-        progress.update(d, n)
-    });
+    let report = check::run(&targets, &live, &opts, &mut |d, n| progress.update(d, n));
     progress.finish();
     // Nothing partial: an object that cannot be applied fails the whole check.
     let invalid = check::invalid_objects(&report, &targets);

@@ -3,14 +3,13 @@
 //! `--kubeconfig`, `--context`, in-cluster config). Read-only either way.
 
 use super::{EXIT_UNREACHABLE, ExitCode};
-use crate::catalog::{Catalog, DEFAULT_KUBERNETES};
-use crate::check::Target;
-use crate::live::LiveObjects;
-use crate::live::cluster::{Cluster, ClusterError, ClusterOptions, FetchItem};
-use crate::live::snapshot::Snapshot;
-use crate::manifest::{Document, Input};
+use crate::catalog::DEFAULT_KUBERNETES;
+use crate::live::api::ClusterOptions;
+use crate::live::source::{self, SourceOptions};
+use crate::live::state::{LiveError, LiveState};
+use crate::manifest::Input;
 use clap::Args;
-use std::collections::BTreeSet;
+use std::sync::Arc;
 
 #[derive(Args, Debug, Clone)]
 pub struct LiveArgs {
@@ -35,16 +34,13 @@ pub struct LiveArgs {
     pub limits: super::limits::LimitArgs,
 }
 
-enum Source {
-    Snapshot(Snapshot),
-    Cluster(Cluster),
-}
-
-/// An opened live-state source with the types it knows.
+/// The live state the arguments name, opened, with the runtime its reads run on.
 pub struct LiveSource {
-    pub catalog: Catalog,
+    pub state: Arc<dyn LiveState>,
+    /// Where objects that name no namespace go: `-n`, else the context's, else `default`.
     pub namespace: String,
-    source: Source,
+    pub is_snapshot: bool,
+    rt: tokio::runtime::Runtime,
 }
 
 impl LiveSource {
@@ -59,108 +55,58 @@ impl LiveSource {
         args: &LiveArgs,
         format: crate::report::Format,
     ) -> Result<LiveSource, ExitCode> {
-        let print_errors =
-            |e: Vec<crate::manifest::ManifestError>| super::check::invalid_input(&e, format);
-        if !args.snapshot.is_empty() {
-            let mut catalog = Catalog::kubernetes(&args.kubernetes_version)
-                .map_err(|e| super::usage_error(&format!("--kubernetes-version: {e}")))?;
-            let inputs: Vec<Input> = args.snapshot.iter().map(|s| Input::parse(s)).collect();
-            let snap = Snapshot::load_within(
-                &inputs,
-                &mut std::io::stdin().lock(),
-                &args.limits.snapshot(),
-            )
-            .map_err(print_errors)?;
-            snap.extend_catalog(&mut catalog).map_err(print_errors)?;
-            return Ok(LiveSource {
-                catalog,
-                namespace: args.namespace.clone().unwrap_or_else(|| "default".into()),
-                source: Source::Snapshot(snap),
-            });
-        }
-        Self::open_cluster(args)
-    }
-
-    fn open_cluster(args: &LiveArgs) -> Result<LiveSource, ExitCode> {
-        let opts = ClusterOptions {
-            kubeconfig: args.kubeconfig.clone(),
-            context: args.context.clone(),
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| super::usage_error(&format!("cannot start the runtime: {e}")))?;
+        let opts = SourceOptions {
+            snapshot: args.snapshot.iter().map(|s| Input::parse(s)).collect(),
+            cluster: ClusterOptions {
+                kubeconfig: args.kubeconfig.clone(),
+                context: args.context.clone(),
+            },
+            kubernetes_version: args.kubernetes_version.clone(),
+            limits: args.limits.snapshot(),
         };
-        let cluster = Cluster::connect(&opts).map_err(unreachable)?;
+        let opened = rt
+            .block_on(source::open(&opts, &mut std::io::stdin().lock()))
+            .map_err(|e| failed(e, format))?;
+        let namespace = args
+            .namespace
+            .clone()
+            .or_else(|| opened.state.default_namespace())
+            .unwrap_or_else(|| "default".into());
         Ok(LiveSource {
-            // Replaced by `prepare` with the cluster's own types.
-            catalog: Catalog::kubernetes(DEFAULT_KUBERNETES)
-                .map_err(|e| super::usage_error(&e.to_string()))?,
-            namespace: args
-                .namespace
-                .clone()
-                .unwrap_or_else(|| cluster.default_namespace().to_string()),
-            source: Source::Cluster(cluster),
+            state: opened.state,
+            namespace,
+            is_snapshot: opened.is_snapshot,
+            rt,
         })
     }
 
-    /// Learns the types the manifests use (a cluster's discovery and published schemas for
-    /// their apiVersions; a snapshot knows its types already).
-    pub fn prepare(&mut self, docs: &[Document]) -> Result<(), ExitCode> {
-        if let Source::Cluster(c) = &self.source {
-            let versions: BTreeSet<String> =
-                docs.iter().map(|d| d.api_version().to_string()).collect();
-            self.catalog = c.catalog_for(&versions).map_err(unreachable)?;
-        }
-        Ok(())
-    }
-
-    /// The live objects of these targets (a cluster fetches them; a snapshot has them).
-    pub fn objects_for<'a>(
-        &'a self,
-        targets: &[Target],
-    ) -> Result<Box<dyn LiveObjects + 'a>, ExitCode> {
-        match &self.source {
-            Source::Snapshot(s) => Ok(Box::new(s)),
-            Source::Cluster(c) => {
-                let items: Vec<FetchItem> = targets
-                    .iter()
-                    .filter_map(|t| {
-                        // A type the cluster does not serve yet (its CRD is in the manifests)
-                        // has no objects.
-                        let d = self.catalog.discovered(&t.info.gvk)?;
-                        Some(FetchItem {
-                            object_ref: t.object_ref.clone(),
-                            api_version: t.info.gvk.api_version(),
-                            plural: d.plural.clone(),
-                        })
-                    })
-                    .collect();
-                let mut f = c.fetch(&items).map_err(unreachable)?;
-                f.source = c.describe();
-                Ok(Box::new(f))
-            }
-        }
-    }
-
-    /// The cluster, when the source is one.
-    pub fn cluster(&self) -> Option<&Cluster> {
-        match &self.source {
-            Source::Cluster(c) => Some(c),
-            Source::Snapshot(_) => None,
-        }
+    /// Runs a read of the source to its end.
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
     }
 
     /// The namespace asked for with `-n`, if any.
     pub fn explicit_namespace(args: &LiveArgs) -> Option<&str> {
         args.namespace.as_deref()
     }
-
-    /// The snapshot, when the source is one.
-    pub fn snapshot(&self) -> Option<&Snapshot> {
-        match &self.source {
-            Source::Snapshot(s) => Some(s),
-            Source::Cluster(_) => None,
-        }
-    }
 }
 
-pub(super) fn unreachable(e: ClusterError) -> ExitCode {
-    eprintln!("error: {e}");
-    ExitCode::from(EXIT_UNREACHABLE)
+/// Prints why live state could not be had; the exit code says what kind of failure it was
+/// (3: the cluster did not answer or objects could not be read; 2: invalid input or options).
+pub(super) fn failed(e: LiveError, format: crate::report::Format) -> ExitCode {
+    match e {
+        LiveError::Invalid(errors) => super::check::invalid_input(&errors, format),
+        e @ (LiveError::Options(_) | LiveError::UnknownKind(_)) => {
+            super::usage_error(&e.to_string())
+        }
+        e @ (LiveError::Cluster(_) | LiveError::Unavailable(_) | LiveError::Internal(_)) => {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_UNREACHABLE)
+        }
+    }
 }

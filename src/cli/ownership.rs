@@ -2,8 +2,7 @@
 //! cluster.
 
 use super::check::Color;
-use super::live::{LiveArgs, LiveSource, unreachable};
-use super::progress::Progress;
+use super::live::{LiveArgs, LiveSource, failed};
 use super::{ExitCode, print_errors, usage_error};
 use crate::catalog::Catalog;
 use crate::check::{REDACTED, is_secret};
@@ -77,7 +76,7 @@ fn redacted(r: &ObjectRef, obj: &Value) -> Value {
 
 pub fn blame(args: BlameArgs) -> ExitCode {
     let is_file = Path::new(&args.target).is_file() || args.target == "-";
-    let mut objects: Vec<(ObjectRef, Value)> = Vec::new();
+    let objects: Vec<(ObjectRef, Value)>;
     let catalog: Catalog;
     if is_file {
         let mut inputs = vec![Input::parse(&args.target)];
@@ -111,47 +110,29 @@ pub fn blame(args: BlameArgs) -> ExitCode {
             Ok(s) => s,
             Err(code) => return code,
         };
-        let ns = LiveSource::explicit_namespace(&args.live);
-        if let Some(snap) = source.snapshot() {
-            let found: Vec<(&ObjectRef, &crate::manifest::Document)> = snap
-                .objects()
-                .filter(|(r, _)| kind_matches(r, kind) && r.name == name)
-                .filter(|(r, _)| ns.is_none_or(|n| r.namespace.is_empty() || r.namespace == n))
-                .collect();
-            if found.len() > 1 {
-                let names: Vec<String> = found.iter().map(|(r, _)| r.to_string()).collect();
-                return usage_error(&format!(
-                    "{} matches several objects ({}): name one with -n",
-                    args.target,
-                    names.join(", ")
-                ));
-            }
-            objects = found
-                .into_iter()
-                .map(|(r, d)| (r.clone(), d.object.clone()))
-                .collect();
-            catalog = source.catalog.clone();
-        } else if let Some(c) = source.cluster() {
-            let resources = match c.resources() {
-                Ok(r) => r,
-                Err(e) => return unreachable(e),
-            };
-            let Some(res) = resources.iter().find(|r| r.matches(kind)) else {
-                return usage_error(&format!("{kind}: the cluster serves no such resource"));
-            };
-            match c.get(res, &source.namespace, name) {
-                Ok(Some(obj)) => objects.push((ObjectRef::of(&obj), obj)),
-                Ok(None) => {}
-                Err(e) => return unreachable(e),
-            }
-            let versions: BTreeSet<String> = [res.api_version.clone()].into();
-            catalog = match c.catalog_for(&versions) {
-                Ok(cat) => cat,
-                Err(e) => return unreachable(e),
-            };
-        } else {
-            return usage_error("no source");
+        // No `-n`: a snapshot's object in any namespace, a cluster's in the context's.
+        let ns = LiveSource::explicit_namespace(&args.live).unwrap_or("");
+        let found = match source.block_on(source.state.find(kind, ns, name)) {
+            Ok(f) => f,
+            Err(e) => return failed(e, crate::report::Format::Text),
+        };
+        if found.len() > 1 {
+            let names: Vec<String> = found.iter().map(|(r, _)| r.to_string()).collect();
+            return usage_error(&format!(
+                "{} matches several objects ({}): name one with -n",
+                args.target,
+                names.join(", ")
+            ));
         }
+        let versions: BTreeSet<String> = found
+            .iter()
+            .map(|(_, o)| o.str_at(&["apiVersion"]).unwrap_or("").to_string())
+            .collect();
+        catalog = match source.block_on(source.state.catalog(&versions)) {
+            Ok(c) => c,
+            Err(e) => return failed(e, crate::report::Format::Text),
+        };
+        objects = found.into_iter().map(|(r, o)| (r, (*o).clone())).collect();
     }
     if objects.is_empty() {
         return usage_error(&format!("{}: no such object", args.target));
@@ -200,78 +181,18 @@ pub fn blame(args: BlameArgs) -> ExitCode {
     write_out(&text)
 }
 
-/// `deploy`, `deployment`, `deployments`, `Deployment`, `deployments.apps` for snapshots.
-fn kind_matches(r: &ObjectRef, kind: &str) -> bool {
-    let (k, group) = match kind.split_once('.') {
-        Some((k, g)) => (k, Some(g)),
-        None => (kind, None),
-    };
-    if group.is_some_and(|g| g != r.group) {
-        return false;
-    }
-    let k = k.to_ascii_lowercase();
-    let own = r.kind.to_ascii_lowercase();
-    k == own
-        || k == format!("{own}s")
-        || k == format!("{own}es")
-        || short_name(&own) == Some(k.as_str())
-}
-
-/// kubectl's short names of common built-in kinds.
-fn short_name(kind: &str) -> Option<&'static str> {
-    Some(match kind {
-        "deployment" => "deploy",
-        "service" => "svc",
-        "configmap" => "cm",
-        "namespace" => "ns",
-        "horizontalpodautoscaler" => "hpa",
-        "daemonset" => "ds",
-        "statefulset" => "sts",
-        "replicaset" => "rs",
-        "serviceaccount" => "sa",
-        "persistentvolumeclaim" => "pvc",
-        "ingress" => "ing",
-        "customresourcedefinition" => "crd",
-        "poddisruptionbudget" => "pdb",
-        "certificate" => "cert",
-        _ => return None,
-    })
-}
-
 pub fn managers(args: ManagersArgs) -> ExitCode {
     let source = match LiveSource::open(&args.live) {
         Ok(s) => s,
         Err(code) => return code,
     };
+    // `-n` narrows namespaced objects; cluster-scoped ones (CRDs, namespaces) stay.
     let ns = LiveSource::explicit_namespace(&args.live);
-    let inv = if let Some(snap) = source.snapshot() {
-        inventory::inventory(
-            // As a cluster lists them: `-n` narrows namespaced objects; cluster-scoped ones
-            // (CRDs, namespaces) stay.
-            snap.objects()
-                .filter(|(r, _)| ns.is_none_or(|n| r.namespace.is_empty() || r.namespace == n))
-                .map(|(r, d)| (r, &d.object)),
-        )
-    } else if let Some(c) = source.cluster() {
-        let resources = match c.resources() {
-            Ok(r) => r,
-            Err(e) => return unreachable(e),
-        };
-        let listable: Vec<_> = resources.iter().filter(|r| r.listable).collect();
-        let mut all = Vec::new();
-        let mut progress = Progress::new("listed");
-        for (i, r) in listable.iter().enumerate() {
-            match c.list_metadata(r, ns) {
-                Ok(items) => all.extend(items),
-                Err(e) => return unreachable(e),
-            }
-            progress.update(i + 1, listable.len());
-        }
-        progress.finish();
-        inventory::inventory(all.iter().map(|(r, v)| (r, v)))
-    } else {
-        return usage_error("no source");
+    let all = match source.block_on(source.state.list(ns)) {
+        Ok(all) => all,
+        Err(e) => return failed(e, crate::report::Format::Text),
     };
+    let inv = inventory::inventory(all.iter().map(|(r, v)| (r, &**v)));
     let text = match args.output {
         ViewFormat::Text => crate::report::printable(&inventory::render(&inv)).into_owned(),
         ViewFormat::Json => {

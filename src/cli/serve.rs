@@ -3,11 +3,12 @@
 use super::{EXIT_INVALID, EXIT_UNREACHABLE, ExitCode, print_errors, usage_error};
 use crate::cache::{CacheConfig, ClusterCache};
 use crate::catalog::Catalog;
-use crate::live::cluster::{Api, ClusterOptions};
+use crate::live::api::{Api, ClusterOptions};
 use crate::live::snapshot::Snapshot;
+use crate::live::state::LiveState;
+use crate::live::state::SnapshotState;
 use crate::manifest::Input;
-use crate::service::Store;
-use crate::service::{self, SnapshotStore, Stores};
+use crate::service::{self, Stores};
 use clap::Args;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -245,7 +246,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
         return print_errors(&e);
     }
     let n = snap.len();
-    let mut stores = Stores::single("snapshot", Arc::new(SnapshotStore::new(snap, catalog)));
+    let mut stores = Stores::single("snapshot", Arc::new(SnapshotState::new(snap, catalog)));
     stores.limits = args.limits.manifests(crate::manifest::Limits::REQUESTS);
     match security(&args, None) {
         Ok((tls, auth, audit)) => {
@@ -332,7 +333,7 @@ fn serve_clusters(args: ServeArgs) -> ExitCode {
     let result = rt.block_on(async move {
         let (_guard, stop_metrics) = telemetry(&args).await.map_err(|e| (EXIT_INVALID, e))?;
         let mut caches = Vec::new();
-        let mut by_name: BTreeMap<String, Arc<dyn Store>> = BTreeMap::new();
+        let mut by_name: BTreeMap<String, Arc<dyn LiveState>> = BTreeMap::new();
         for ctx in &contexts {
             let opts = ClusterOptions {
                 kubeconfig: kubeconfig.clone(),

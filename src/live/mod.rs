@@ -1,10 +1,16 @@
 //! Live state: the objects a check compares manifests with, wherever they come from — a
-//! snapshot of files ([`snapshot`]), a cluster ([`cluster`]) — behind one interface, so every
-//! source behaves the same from the check's point of view.
+//! snapshot of files ([`snapshot`]), a cluster read on demand ([`cluster`]), a cluster's watch
+//! cache (`crate::cache`) — behind one async trait ([`state::LiveState`]) that the command line
+//! and the service both stand on. Underneath: the apiserver's API ([`api`]), what it serves
+//! ([`discovery`]), and the one resolver of kinds as people write them ([`resolve`]).
 
+pub mod api;
 pub mod cluster;
+pub mod discovery;
+pub mod resolve;
 pub mod snapshot;
-pub mod store;
+pub mod source;
+pub mod state;
 
 use crate::value::Value;
 use std::collections::HashMap;
@@ -55,42 +61,20 @@ impl fmt::Display for ObjectRef {
     }
 }
 
-/// Objects as they are stored, by reference.
-pub trait LiveObjects {
-    /// The stored object (with its managedFields), or `None` if it does not exist.
-    fn get(&self, r: &ObjectRef) -> Option<&Value>;
-    /// A short description of where the objects come from (for reports).
-    fn describe(&self) -> String;
-    /// Where the object was read from, when that is a file (a snapshot's).
-    fn origin(&self, _r: &ObjectRef) -> Option<crate::manifest::Origin> {
-        None
-    }
-}
-
-/// Objects fetched for one check (from a cluster or a service).
+/// The live objects a prediction is made against, already read (the engine's input: it
+/// never reads a source itself).
 #[derive(Debug, Default)]
 pub struct Fetched {
-    pub objects: HashMap<ObjectRef, Value>,
+    pub objects: HashMap<ObjectRef, state::Stored>,
+    /// Where objects were read from, when that is a file (a snapshot's).
+    pub origins: HashMap<ObjectRef, crate::manifest::Origin>,
+    /// `snapshot examples/cluster`, `cluster https://…`.
     pub source: String,
 }
 
-impl LiveObjects for Fetched {
-    fn get(&self, r: &ObjectRef) -> Option<&Value> {
-        self.objects.get(r)
-    }
-    fn describe(&self) -> String {
-        self.source.clone()
-    }
-}
-
-impl<T: LiveObjects + ?Sized> LiveObjects for &T {
-    fn get(&self, r: &ObjectRef) -> Option<&Value> {
-        (**self).get(r)
-    }
-    fn describe(&self) -> String {
-        (**self).describe()
-    }
-    fn origin(&self, r: &ObjectRef) -> Option<crate::manifest::Origin> {
-        (**self).origin(r)
+impl Fetched {
+    /// The stored object, or `None` if it does not exist.
+    pub fn get(&self, r: &ObjectRef) -> Option<&Value> {
+        self.objects.get(r).map(|v| &**v)
     }
 }

@@ -3,7 +3,7 @@
 //! documents (v3 as served at `/openapi/v3/<group-version>`, or a v2 `swagger.json`) and the
 //! CustomResourceDefinitions of custom resources (themselves objects of the snapshot).
 
-use super::{LiveObjects, ObjectRef};
+use super::ObjectRef;
 use crate::catalog::Catalog;
 use crate::manifest::{self, Document, Input, Limits, ManifestError};
 use crate::schema::{crd, openapi_v2, openapi_v3};
@@ -123,15 +123,27 @@ impl Snapshot {
     }
 }
 
-impl LiveObjects for Snapshot {
-    fn get(&self, r: &ObjectRef) -> Option<&Value> {
-        self.objects.get(r).map(|d| &d.object)
-    }
-    fn describe(&self) -> String {
+impl Snapshot {
+    /// `snapshot examples/cluster` for reports.
+    pub fn describe(&self) -> String {
         self.source.clone()
     }
-    fn origin(&self, r: &ObjectRef) -> Option<crate::manifest::Origin> {
-        self.objects.get(r).map(|d| d.origin.clone())
+
+    /// Every object, as a prediction's input (copies; `LiveState` serves them shared).
+    pub fn fetched(&self) -> super::Fetched {
+        super::Fetched {
+            objects: self
+                .objects
+                .iter()
+                .map(|(r, d)| (r.clone(), std::sync::Arc::new(d.object.clone())))
+                .collect(),
+            origins: self
+                .objects
+                .iter()
+                .map(|(r, d)| (r.clone(), d.origin.clone()))
+                .collect(),
+            source: self.source.clone(),
+        }
     }
 }
 

@@ -5,7 +5,8 @@ use super::proto::analysis_server::Analysis;
 use super::proto::{self as pb, ForceMode};
 use super::{Stores, convert, error};
 use crate::check::{self, Force, Options, Report};
-use crate::live::{Fetched, ObjectRef};
+use crate::live::ObjectRef;
+use crate::live::state::LiveState;
 use crate::manifest::{self, Loaded, ManifestError};
 use std::collections::BTreeSet;
 use std::pin::Pin;
@@ -193,16 +194,17 @@ pub(super) fn read_manifests(
     Ok(loaded.documents)
 }
 
-/// Parses, resolves and predicts, for one cluster (blocking work), until `deadline`.
+/// Parses, resolves and predicts, for one cluster, until `deadline`: parsing, resolving and
+/// the engine run on the blocking pool, live state is read on the runtime.
 #[allow(clippy::result_large_err)]
 #[tracing::instrument(name = "predict_on_cluster", skip_all, fields(cluster = %store.describe(), manifests = job.manifests.len()))]
-fn predict_on(
-    job: &Job,
-    store: &dyn super::Store,
-    limits: &manifest::Limits,
-    deadline: &crate::deadline::Deadline,
+async fn predict_on(
+    job: Arc<Job>,
+    store: Arc<dyn LiveState>,
+    limits: manifest::Limits,
+    deadline: crate::deadline::Deadline,
 ) -> Result<Report, Status> {
-    let r = predict_until(job, store, limits, deadline);
+    let r = predict_until(job, store, limits, &deadline).await;
     match r {
         Err(_) if deadline.expired() => Err(Status::deadline_exceeded(
             "the request's deadline passed; its work was stopped",
@@ -211,71 +213,64 @@ fn predict_on(
     }
 }
 
+/// Runs blocking work on the blocking pool, inside the caller's span.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Status> + Send + 'static,
+) -> Result<T, Status> {
+    let span = tracing::Span::current();
+    tokio::task::spawn_blocking(move || span.in_scope(f))
+        .await
+        .map_err(|e| Status::internal(format!("prediction failed: {e}")))?
+}
+
 #[allow(clippy::result_large_err)]
-fn predict_until(
-    job: &Job,
-    store: &dyn super::Store,
-    limits: &manifest::Limits,
+async fn predict_until(
+    job: Arc<Job>,
+    store: Arc<dyn LiveState>,
+    limits: manifest::Limits,
     deadline: &crate::deadline::Deadline,
 ) -> Result<Report, Status> {
-    let documents = read_manifests(&job.manifests, limits, deadline, job.allow_empty)?;
-    let names: Vec<&str> = job.manifests.iter().map(manifest_name).collect();
-    let expired = || Status::deadline_exceeded("the request's deadline passed");
+    let (j, d) = (job.clone(), deadline.clone());
+    let documents =
+        blocking(move || read_manifests(&j.manifests, &limits, &d, j.allow_empty)).await?;
     let versions: BTreeSet<String> = documents
         .iter()
         .map(|d| d.api_version().to_string())
         .collect();
-    let mut catalog = store
-        .catalog(&versions)
-        .map_err(|e| error(Code::Unavailable, "CLUSTER_UNAVAILABLE", &e, &[]))?;
-    let targets = check::resolve_until(documents, &mut catalog, &job.namespace, deadline)
-        .map_err(|e| bad_request(&e, "manifests", &names))?;
-    let mut live = Fetched {
-        source: store.describe(),
-        ..Fetched::default()
-    };
-    if job.fresh {
-        let refs: Vec<(ObjectRef, String)> = targets
-            .iter()
-            .map(|t| (t.object_ref.clone(), t.info.gvk.api_version()))
-            .collect();
-        let got = store
-            .fetch_fresh(&refs)
-            .map_err(|e| error(Code::Unavailable, "CLUSTER_UNAVAILABLE", &e, &[]))?;
-        for ((r, _), v) in refs.into_iter().zip(got) {
-            if let Some(v) = v {
-                live.objects.insert(r, (*v).clone());
-            }
+    let catalog = store.catalog(&versions).await.map_err(super::live_error)?;
+    let (j, d) = (job.clone(), deadline.clone());
+    let targets = blocking(move || {
+        let names: Vec<&str> = j.manifests.iter().map(manifest_name).collect();
+        let mut catalog = catalog;
+        check::resolve_until(documents, &mut catalog, &j.namespace, &d)
+            .map_err(|e| bad_request(&e, "manifests", &names))
+    })
+    .await?;
+    let refs: Vec<(ObjectRef, String)> = targets
+        .iter()
+        .map(|t| (t.object_ref.clone(), t.info.gvk.api_version()))
+        .collect();
+    let live = crate::live::state::fetch(&*store, &refs, job.fresh)
+        .await
+        .map_err(super::live_error)?;
+    let d = deadline.clone();
+    blocking(move || {
+        let opts = Options {
+            field_manager: job.field_manager.clone(),
+            force: job.force.clone(),
+            namespace: job.namespace.clone(),
+            now: time::OffsetDateTime::now_utc().unix_timestamp(),
+        };
+        let report = check::run_until(&targets, &live, &opts, &mut |_, _| {}, &d)
+            .map_err(|_| Status::deadline_exceeded("the request's deadline passed"))?;
+        let invalid = check::invalid_objects(&report, &targets);
+        if !invalid.is_empty() {
+            let names: Vec<&str> = job.manifests.iter().map(manifest_name).collect();
+            return Err(bad_request(&invalid, "manifests", &names));
         }
-    } else {
-        let mut unavailable = Vec::new();
-        for t in &targets {
-            deadline.check().map_err(|_| expired())?;
-            match store.get(&t.object_ref) {
-                Ok(Some(v)) => {
-                    live.objects.insert(t.object_ref.clone(), (*v).clone());
-                }
-                Ok(None) => {}
-                Err(why) => unavailable.push((t.object_ref.to_string(), why)),
-            }
-        }
-        if !unavailable.is_empty() {
-            return Err(super::live_state_unavailable(&unavailable));
-        }
-    }
-    let opts = Options {
-        field_manager: job.field_manager.clone(),
-        force: job.force.clone(),
-        namespace: job.namespace.clone(),
-        now: time::OffsetDateTime::now_utc().unix_timestamp(),
-    };
-    let report = check::run_until(&targets, &live, &opts, &mut |_, _| {}, deadline)
-        .map_err(|_| expired())?;
-    let invalid = check::invalid_objects(&report, &targets);
-    if !invalid.is_empty() {
-        return Err(bad_request(&invalid, "manifests", &names));
-    }
-    Ok(report)
+        Ok(report)
+    })
+    .await
 }
 
 async fn predict(
@@ -287,10 +282,8 @@ async fn predict(
     let mut out = Vec::new();
     for name in &job.clusters {
         let (name, store) = stores.get(name)?;
-        let (j, limits, d) = (job.clone(), stores.limits.clone(), deadline.clone());
-        let report = tokio::task::spawn_blocking(move || predict_on(&j, &*store, &limits, &d))
-            .await
-            .map_err(|e| Status::internal(format!("prediction failed: {e}")))??;
+        let report =
+            predict_on(job.clone(), store, stores.limits.clone(), deadline.clone()).await?;
         out.push(convert::cluster_prediction(&name, &report));
     }
     Ok(pb::PredictResponse { clusters: out })

@@ -15,7 +15,7 @@
 //! made by impersonating the caller, so the apiserver applies the caller's own permissions.
 
 use crate::live::ObjectRef;
-use crate::live::cluster::Api;
+use crate::live::api::Api;
 use crate::value::{Value, json};
 use moka::future::Cache;
 use sha2::Digest;

@@ -1,8 +1,9 @@
 //! The gRPC service (`proto/fieldguard/v1/fieldguard.proto`): predictions and ownership
-//! queries over one or more [`Store`]s (a snapshot, or clusters' watch-fed caches), with
-//! standard health (`grpc.health.v1`: serving once every store has synced), server reflection
-//! (v1 and v1alpha, `google/rpc/error_details.proto` included so clients such as grpcurl can
-//! decode them) and rich error details (`google.rpc.BadRequest`, `ErrorInfo`).
+//! queries over one or more live states ([`LiveState`]: a snapshot, or clusters' watch-fed
+//! caches), with standard health (`grpc.health.v1`: serving once every store has synced),
+//! server reflection (v1 and v1alpha, `google/rpc/error_details.proto` included so clients
+//! such as grpcurl can decode them) and rich error details (`google.rpc.BadRequest`,
+//! `ErrorInfo`).
 //!
 //! Work that computes (parsing, predicting, walking field sets) runs on the blocking pool, so
 //! a slow request never stalls the others; a request's deadline (`grpc-timeout`) is answered
@@ -25,7 +26,7 @@ pub mod proto {
         tonic::include_file_descriptor_set!("fieldguard_descriptor");
 }
 
-pub use crate::live::store::{SnapshotStore, Store};
+use crate::live::state::{LiveError, LiveState};
 
 use crate::live::ObjectRef;
 use std::collections::BTreeMap;
@@ -37,7 +38,7 @@ use tonic_types::{ErrorDetails, StatusExt};
 /// The stores a service answers from, by cluster name.
 #[derive(Clone)]
 pub struct Stores {
-    pub by_name: BTreeMap<String, Arc<dyn Store>>,
+    pub by_name: BTreeMap<String, Arc<dyn LiveState>>,
     /// Used when a request names no cluster.
     pub default: String,
     /// `Releases.Apply` is served (off by default).
@@ -61,7 +62,12 @@ impl Stores {
     /// May `caller` read object `r` of `store`? The resource asked about comes from the
     /// cluster's discovery; a kind it does not serve cannot be authorized, so it is not
     /// readable (never a guessed plural).
-    pub async fn may_read(&self, caller: &auth::Caller, store: &dyn Store, r: &ObjectRef) -> bool {
+    pub async fn may_read(
+        &self,
+        caller: &auth::Caller,
+        store: &dyn LiveState,
+        r: &ObjectRef,
+    ) -> bool {
         if self.auth.reads_everything(caller) {
             return true;
         }
@@ -76,7 +82,7 @@ impl Stores {
     pub async fn unreadable(
         &self,
         caller: &auth::Caller,
-        store: &dyn Store,
+        store: &dyn LiveState,
         refs: impl IntoIterator<Item = ObjectRef>,
     ) -> Vec<ObjectRef> {
         let mut out = Vec::new();
@@ -117,7 +123,7 @@ pub fn forbidden(caller: &auth::Caller, objects: &[ObjectRef]) -> Status {
 
 impl Stores {
     /// One store under one name (the default).
-    pub fn single(name: &str, store: Arc<dyn Store>) -> Stores {
+    pub fn single(name: &str, store: Arc<dyn LiveState>) -> Stores {
         Stores {
             by_name: [(name.to_string(), store)].into(),
             default: name.to_string(),
@@ -131,7 +137,7 @@ impl Stores {
 
     /// The store a request names (`""`: the default).
     #[allow(clippy::result_large_err)]
-    pub fn get(&self, name: &str) -> Result<(String, Arc<dyn Store>), Status> {
+    pub fn get(&self, name: &str) -> Result<(String, Arc<dyn LiveState>), Status> {
         let name = if name.is_empty() { &self.default } else { name };
         match self.by_name.get(name) {
             Some(s) => Ok((name.to_string(), s.clone())),
@@ -179,6 +185,43 @@ pub fn live_state_unavailable(objects: &[(String, String)]) -> Status {
         ),
         d,
     )
+}
+
+/// The status for live state that could not be had: UNAVAILABLE when the cluster did not
+/// answer (ErrorInfo `CLUSTER_UNAVAILABLE`, with the apiserver's code and reason when it
+/// refused) or objects could not be read (`LIVE_STATE_UNAVAILABLE`); an unknown kind is a
+/// FAILED_PRECONDITION.
+pub fn live_error(e: LiveError) -> Status {
+    match e {
+        LiveError::Unavailable(objects) => {
+            let objects: Vec<(String, String)> = objects
+                .into_iter()
+                .map(|(r, why)| (r.to_string(), format!("{r}: {why}")))
+                .collect();
+            live_state_unavailable(&objects)
+        }
+        LiveError::Cluster(c) => {
+            let mut d = ErrorDetails::new();
+            let mut meta = std::collections::HashMap::new();
+            if let Some(code) = c.code {
+                meta.insert("code".to_string(), code.to_string());
+            }
+            if let Some(reason) = &c.reason {
+                meta.insert("reason".to_string(), reason.clone());
+            }
+            d.set_error_info("CLUSTER_UNAVAILABLE", "fieldguard.dev", meta);
+            Status::with_error_details(Code::Unavailable, c.message, d)
+        }
+        LiveError::UnknownKind(k) => error(
+            Code::FailedPrecondition,
+            "UNKNOWN_KIND",
+            &LiveError::UnknownKind(k).to_string(),
+            &[],
+        ),
+        e @ (LiveError::Invalid(_) | LiveError::Options(_) | LiveError::Internal(_)) => {
+            error(Code::Internal, "LIVE_STATE_INVALID", &e.to_string(), &[])
+        }
+    }
 }
 
 /// How often readiness is checked against the stores.

@@ -2,9 +2,10 @@
 
 use super::proto::ownership_server::Ownership;
 use super::proto::{self as pb};
-use super::{Store, Stores, convert, error};
+use super::{Stores, convert, error};
 use crate::check::{is_secret, redact_object};
 use crate::live::ObjectRef;
+use crate::live::state::LiveState;
 use crate::ownership::{blame, inventory, managed_of, owner_of};
 use crate::value::Value;
 use regex::Regex;
@@ -70,11 +71,10 @@ async fn blocking<T: Send + 'static>(
 
 /// The selected objects whose managedFields decode, with them decoded.
 fn selected_managed(
-    store: &dyn Store,
+    objects: Vec<(ObjectRef, Arc<Value>)>,
     sel: &Option<pb::Selector>,
 ) -> Vec<(ObjectRef, Arc<Value>, crate::managedfields::Managed)> {
-    store
-        .all()
+    objects
         .into_iter()
         .filter(|(r, obj)| selected(sel, r, obj))
         .filter_map(|(r, obj)| {
@@ -91,7 +91,10 @@ fn stream_of<T: Send + 'static>(items: Vec<T>) -> Boxed<T> {
 }
 
 #[allow(clippy::result_large_err)]
-fn blame_one(store: &dyn Store, req: &pb::BlameRequest) -> Result<pb::BlameResponse, Status> {
+async fn blame_one(
+    store: &dyn LiveState,
+    req: &pb::BlameRequest,
+) -> Result<pb::BlameResponse, Status> {
     let want = req.object.clone().unwrap_or_default();
     if want.kind.is_empty() || want.name.is_empty() {
         return Err(error(
@@ -110,13 +113,12 @@ fn blame_one(store: &dyn Store, req: &pb::BlameRequest) -> Result<pb::BlameRespo
     let obj = if req.fresh {
         store
             .fetch_fresh(&[(r.clone(), want.api_version.clone())])
-            .map_err(|e| error(Code::Unavailable, "CLUSTER_UNAVAILABLE", &e, &[]))?
+            .await
+            .map_err(super::live_error)?
             .pop()
             .flatten()
     } else {
-        store
-            .get(&r)
-            .map_err(|why| super::live_state_unavailable(&[(r.to_string(), why)]))?
+        store.get(&r).await.map_err(super::live_error)?
     };
     let Some(obj) = obj else {
         return Err(error(
@@ -129,7 +131,8 @@ fn blame_one(store: &dyn Store, req: &pb::BlameRequest) -> Result<pb::BlameRespo
     let api_version = obj.str_at(&["apiVersion"]).unwrap_or("").to_string();
     let catalog = store
         .catalog(&[api_version.clone()].into())
-        .map_err(|e| error(Code::Unavailable, "CLUSTER_UNAVAILABLE", &e, &[]))?;
+        .await
+        .map_err(super::live_error)?;
     let info = catalog.lookup(&api_version, &r.kind).map_err(|e| {
         error(
             Code::FailedPrecondition,
@@ -168,7 +171,7 @@ impl OwnershipService {
     async fn readable<T>(
         &self,
         caller: &super::auth::Caller,
-        store: &dyn super::Store,
+        store: &dyn LiveState,
         items: Vec<T>,
         object: impl Fn(&T) -> Option<&pb::ObjectRef>,
     ) -> Vec<T> {
@@ -198,7 +201,7 @@ impl Ownership for OwnershipService {
         if !self.stores.may_read(&caller, &*store, &r).await {
             return Err(super::forbidden(&caller, &[r]));
         }
-        let resp = blocking(move || blame_one(&*store, &req)).await?;
+        let resp = blame_one(&*store, &req).await?;
         Ok(Response::new(resp))
     }
 
@@ -220,9 +223,10 @@ impl Ownership for OwnershipService {
                 &[("path_pattern".into(), e.to_string())],
             )
         })?;
+        let objects = store.list(None).await.map_err(super::live_error)?;
         let items = blocking(move || {
             let mut out = Vec::new();
-            for (r, obj, m) in selected_managed(&*store, &req.selector) {
+            for (r, obj, m) in selected_managed(objects, &req.selector) {
                 let mut by_path: BTreeMap<String, Vec<pb::Owner>> = BTreeMap::new();
                 for (key, vs) in m.fields.iter() {
                     vs.set.iterate(|p| {
@@ -271,10 +275,13 @@ impl Ownership for OwnershipService {
                 &[("manager".into(), "must not be empty".into())],
             ));
         }
+        let managed = store
+            .managed_by(&req.manager)
+            .await
+            .map_err(super::live_error)?;
         let items = blocking(move || {
             let mut out = Vec::new();
-            let candidates: Vec<_> = store
-                .managed_by(&req.manager)
+            let candidates: Vec<_> = managed
                 .into_iter()
                 .filter(|(r, obj)| selected(&req.selector, r, obj))
                 .filter_map(|(r, obj)| {
@@ -320,11 +327,12 @@ impl Ownership for OwnershipService {
         let caller = self.stores.caller(&req).await?;
         let req = req.into_inner();
         let (_, store) = self.stores.get(&req.cluster)?;
-        // Reading every object is work for the blocking pool, not the runtime's workers.
-        let (reader, selector) = (store.clone(), req.selector.clone());
+        // Reading every object is work for the blocking pool, not the runtime's workers (the
+        // cache lists on it too).
+        let objects = store.list(None).await.map_err(super::live_error)?;
+        let selector = req.selector.clone();
         let candidates: Vec<(ObjectRef, Arc<Value>)> = blocking(move || {
-            Ok(reader
-                .all()
+            Ok(objects
                 .into_iter()
                 .filter(|(r, o)| selected(&selector, r, o))
                 .collect())

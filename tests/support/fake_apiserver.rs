@@ -372,7 +372,7 @@ impl FakeApiServer {
     }
 
     /// A client of this server (context `fake`, default namespace `ns`).
-    pub async fn api(&self, ns: &str) -> fieldguard::live::cluster::Api {
+    pub async fn api(&self, ns: &str) -> fieldguard::live::api::Api {
         let dir = std::env::temp_dir().join(format!(
             "fieldguard-fake-{}-{}",
             std::process::id(),
@@ -380,19 +380,16 @@ impl FakeApiServer {
         ));
         std::fs::create_dir_all(&dir).unwrap();
         let kc = self.kubeconfig(&dir, ns);
-        let opts = fieldguard::live::cluster::ClusterOptions {
+        let opts = fieldguard::live::api::ClusterOptions {
             kubeconfig: Some(kc),
             context: Some("fake".into()),
         };
-        fieldguard::live::cluster::Api::connect(&opts)
-            .await
-            .unwrap()
-            .0
+        fieldguard::live::api::Api::connect(&opts).await.unwrap().0
     }
 
     /// A client of this server reached through `via` (a proxy in front of it), context
     /// `fake`, namespace `default`.
-    pub async fn api_via(&self, via: SocketAddr) -> fieldguard::live::cluster::Api {
+    pub async fn api_via(&self, via: SocketAddr) -> fieldguard::live::api::Api {
         let dir = std::env::temp_dir().join(format!(
             "fieldguard-fake-via-{}-{}",
             std::process::id(),
@@ -404,14 +401,11 @@ impl FakeApiServer {
             .unwrap()
             .replace(&self.addr.to_string(), &via.to_string());
         std::fs::write(&kc, text).unwrap();
-        let opts = fieldguard::live::cluster::ClusterOptions {
+        let opts = fieldguard::live::api::ClusterOptions {
             kubeconfig: Some(kc),
             context: Some("fake".into()),
         };
-        fieldguard::live::cluster::Api::connect(&opts)
-            .await
-            .unwrap()
-            .0
+        fieldguard::live::api::Api::connect(&opts).await.unwrap().0
     }
 
     pub fn requests(&self) -> Vec<String> {

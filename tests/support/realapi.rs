@@ -7,7 +7,7 @@
 //! however it exits. Ports come from below the kernel's ephemeral range, so no `bind(port 0)`
 //! elsewhere in the tests can take them.
 
-use fieldguard::live::cluster::Api;
+use fieldguard::live::api::Api;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -157,7 +157,7 @@ impl RealApi {
 
     /// A client of `kubeconfig` as `admin`.
     pub async fn api_of(kubeconfig: &Path) -> Api {
-        let opts = fieldguard::live::cluster::ClusterOptions {
+        let opts = fieldguard::live::api::ClusterOptions {
             kubeconfig: Some(kubeconfig.to_path_buf()),
             context: Some("admin".into()),
         };
@@ -299,20 +299,17 @@ impl RealApi {
     }
 
     /// A client as the `admin` context (allowed everything).
-    pub async fn api(&self) -> fieldguard::live::cluster::Api {
+    pub async fn api(&self) -> fieldguard::live::api::Api {
         self.api_as("admin").await
     }
 
     /// A client of the given context (`admin` or `viewer`).
-    pub async fn api_as(&self, context: &str) -> fieldguard::live::cluster::Api {
-        let opts = fieldguard::live::cluster::ClusterOptions {
+    pub async fn api_as(&self, context: &str) -> fieldguard::live::api::Api {
+        let opts = fieldguard::live::api::ClusterOptions {
             kubeconfig: Some(self.kubeconfig.clone()),
             context: Some(context.into()),
         };
-        fieldguard::live::cluster::Api::connect(&opts)
-            .await
-            .unwrap()
-            .0
+        fieldguard::live::api::Api::connect(&opts).await.unwrap().0
     }
 }
 

@@ -1,0 +1,52 @@
+//! Opening the live state a command names: a snapshot on disk, or a cluster through the usual
+//! kubeconfig resolution (`KUBECONFIG`, `--kubeconfig`, `--context`, in-cluster config).
+
+use super::api::ClusterOptions;
+use super::cluster::Cluster;
+use super::snapshot::Snapshot;
+use super::state::{LiveError, LiveState, SnapshotState};
+use crate::catalog::Catalog;
+use crate::manifest::{Input, Limits};
+use std::io::Read;
+use std::sync::Arc;
+
+/// Where live state comes from.
+#[derive(Clone, Debug)]
+pub struct SourceOptions {
+    /// Snapshot files or directories (`-` for standard input); empty: a cluster.
+    pub snapshot: Vec<Input>,
+    pub cluster: ClusterOptions,
+    /// The Kubernetes version whose built-in schemas a snapshot uses (a cluster serves its own).
+    pub kubernetes_version: String,
+    /// What a snapshot's files may hold.
+    pub limits: Limits,
+}
+
+/// An opened source.
+pub struct Opened {
+    pub state: Arc<dyn LiveState>,
+    /// The source is a snapshot (it has no context to take a namespace from).
+    pub is_snapshot: bool,
+}
+
+/// Opens the source the options name: a snapshot is read and checked whole (located problems
+/// in [`LiveError::Invalid`]); a cluster must answer.
+pub async fn open(opts: &SourceOptions, stdin: &mut dyn Read) -> Result<Opened, LiveError> {
+    if opts.snapshot.is_empty() {
+        let cluster = Cluster::connect(&opts.cluster).await?;
+        return Ok(Opened {
+            state: Arc::new(cluster),
+            is_snapshot: false,
+        });
+    }
+    let mut catalog = Catalog::kubernetes(&opts.kubernetes_version)
+        .map_err(|e| LiveError::Options(format!("--kubernetes-version: {e}")))?;
+    let snap =
+        Snapshot::load_within(&opts.snapshot, stdin, &opts.limits).map_err(LiveError::Invalid)?;
+    snap.extend_catalog(&mut catalog)
+        .map_err(LiveError::Invalid)?;
+    Ok(Opened {
+        state: Arc::new(SnapshotState::new(snap, catalog)),
+        is_snapshot: true,
+    })
+}

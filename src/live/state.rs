@@ -1,0 +1,248 @@
+//! Live state behind one async trait, [`LiveState`]: a snapshot of files ([`SnapshotState`]),
+//! a cluster read on demand (`live::cluster::Cluster`, the command line's) and a cluster's
+//! watch-fed cache (`cache::ClusterCache`, the service's). The command line and the service
+//! stand on it alike; neither knows which source it has.
+
+use super::api::{Api, ClusterError};
+use super::snapshot::Snapshot;
+use super::{Fetched, ObjectRef};
+use crate::catalog::Catalog;
+use crate::manifest::{ManifestError, Origin};
+use crate::value::Value;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// A stored object, shared.
+pub type Stored = Arc<Value>;
+
+/// Why live state could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    /// The cluster did not answer, or refused (its status code and reason inside).
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    /// These objects exist but cannot be read now (object, why): a prediction without them
+    /// would be a guess.
+    #[error("live state unavailable: {}", .0.iter().map(|(r, why)| format!("{r}: {why}")).collect::<Vec<_>>().join("; "))]
+    Unavailable(Vec<(ObjectRef, String)>),
+    /// A kind, as written, that the cluster does not serve.
+    #[error("{0}: the cluster serves no such resource")]
+    UnknownKind(String),
+    /// The snapshot's files are not valid objects (located problems).
+    #[error("the snapshot is invalid")]
+    Invalid(Vec<ManifestError>),
+    /// The source cannot be opened as asked.
+    #[error("{0}")]
+    Options(String),
+    /// fieldguard's own failure (a task that died).
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// Live state: the objects (with managedFields) and types a prediction or a query reads.
+#[async_trait::async_trait]
+pub trait LiveState: Send + Sync + 'static {
+    /// `snapshot examples/cluster`, `cluster https://… (v1.36.0)`.
+    fn describe(&self) -> String;
+    /// The types known for these apiVersions (built-ins, CRDs, the cluster's schemas).
+    async fn catalog(&self, api_versions: &BTreeSet<String>) -> Result<Catalog, LiveError>;
+    /// One object as the source holds it; `Ok(None)`: it does not exist. An error when the
+    /// object exists but cannot be read now.
+    async fn get(&self, r: &ObjectRef) -> Result<Option<Stored>, LiveError>;
+    /// The objects (reference, apiVersion to read it in), read from the source now: a cluster
+    /// GETs them (a type it does not serve has no objects); a snapshot has them.
+    async fn fetch_fresh(
+        &self,
+        refs: &[(ObjectRef, String)],
+    ) -> Result<Vec<Option<Stored>>, LiveError>;
+    /// Every object (in one namespace, with the cluster-scoped ones), in reference order. A
+    /// cluster read on demand lists metadata only (managedFields included).
+    async fn list(&self, namespace: Option<&str>) -> Result<Vec<(ObjectRef, Stored)>, LiveError>;
+    /// The objects named `name` of a kind as a person writes it (`deploy`, `widgets.example.com`;
+    /// see `live::resolve`), in `namespace` for namespaced kinds. Several when the name is
+    /// ambiguous; an unknown kind is an error.
+    async fn find(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Vec<(ObjectRef, Stored)>, LiveError>;
+    /// The objects a manager has entries on.
+    async fn managed_by(&self, manager: &str) -> Result<Vec<(ObjectRef, Stored)>, LiveError> {
+        Ok(self
+            .list(None)
+            .await?
+            .into_iter()
+            .filter(|(_, o)| managed_by(o, manager))
+            .collect())
+    }
+    /// The resource (plural) objects of this kind are served as, from discovery; `None` when
+    /// unknown (never guessed: authorization needs the real name).
+    fn resource_of(&self, _r: &ObjectRef) -> Option<String> {
+        None
+    }
+    /// Where the object was read from, when that is a file (a snapshot's).
+    fn origin(&self, _r: &ObjectRef) -> Option<Origin> {
+        None
+    }
+    /// The namespace objects that name none are in (a kubeconfig context's).
+    fn default_namespace(&self) -> Option<String> {
+        None
+    }
+    /// Whether the source is in sync now (Err: what is not, for readiness).
+    fn in_sync(&self) -> Result<(), String> {
+        Ok(())
+    }
+    /// The cluster's API, for writes (None: a snapshot).
+    fn api(&self) -> Option<Api> {
+        None
+    }
+}
+
+/// True if `manager` has an entry in the object's managedFields.
+pub fn managed_by(o: &Value, manager: &str) -> bool {
+    o.get_path(&["metadata", "managedFields"])
+        .and_then(Value::as_list)
+        .is_some_and(|l| l.iter().any(|e| e.str_at(&["manager"]) == Some(manager)))
+}
+
+/// The live objects of these targets (reference, apiVersion), read fresh or as the source
+/// holds them: what a prediction is made against. Objects that exist but cannot be read make
+/// the whole answer [`LiveError::Unavailable`], naming each.
+pub async fn fetch(
+    state: &dyn LiveState,
+    refs: &[(ObjectRef, String)],
+    fresh: bool,
+) -> Result<Fetched, LiveError> {
+    let mut live = Fetched {
+        source: state.describe(),
+        ..Fetched::default()
+    };
+    let got = if fresh {
+        state.fetch_fresh(refs).await?
+    } else {
+        let mut got = Vec::with_capacity(refs.len());
+        let mut unavailable = Vec::new();
+        for (r, _) in refs {
+            match state.get(r).await {
+                Ok(v) => got.push(v),
+                Err(LiveError::Unavailable(mut u)) => {
+                    unavailable.append(&mut u);
+                    got.push(None);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if !unavailable.is_empty() {
+            return Err(LiveError::Unavailable(unavailable));
+        }
+        got
+    };
+    for ((r, _), v) in refs.iter().zip(got) {
+        if let Some(origin) = state.origin(r) {
+            live.origins.insert(r.clone(), origin);
+        }
+        if let Some(v) = v {
+            live.objects.insert(r.clone(), v);
+        }
+    }
+    Ok(live)
+}
+
+/// A snapshot, served as it is.
+pub struct SnapshotState {
+    source: String,
+    catalog: Catalog,
+    /// The snapshot's objects and where each was read, in reference order.
+    objects: Vec<(ObjectRef, Stored, Origin)>,
+}
+
+impl SnapshotState {
+    pub fn new(snapshot: Snapshot, catalog: Catalog) -> SnapshotState {
+        let source = snapshot.describe();
+        let objects = snapshot
+            .into_objects()
+            .map(|(r, d)| (r, Arc::new(d.object), d.origin))
+            .collect();
+        SnapshotState {
+            source,
+            catalog,
+            objects,
+        }
+    }
+
+    fn index(&self, r: &ObjectRef) -> Option<usize> {
+        self.objects.binary_search_by(|(k, _, _)| k.cmp(r)).ok()
+    }
+
+    /// Every object and where it was read.
+    pub fn objects(&self) -> impl Iterator<Item = (&ObjectRef, &Stored, &Origin)> {
+        self.objects.iter().map(|(r, v, o)| (r, v, o))
+    }
+}
+
+#[async_trait::async_trait]
+impl LiveState for SnapshotState {
+    fn describe(&self) -> String {
+        self.source.clone()
+    }
+    async fn catalog(&self, _: &BTreeSet<String>) -> Result<Catalog, LiveError> {
+        Ok(self.catalog.clone())
+    }
+    async fn get(&self, r: &ObjectRef) -> Result<Option<Stored>, LiveError> {
+        Ok(self.index(r).map(|i| self.objects[i].1.clone()))
+    }
+    async fn fetch_fresh(
+        &self,
+        refs: &[(ObjectRef, String)],
+    ) -> Result<Vec<Option<Stored>>, LiveError> {
+        Ok(refs
+            .iter()
+            .map(|(r, _)| self.index(r).map(|i| self.objects[i].1.clone()))
+            .collect())
+    }
+    async fn list(&self, namespace: Option<&str>) -> Result<Vec<(ObjectRef, Stored)>, LiveError> {
+        // As a cluster lists them: a namespace narrows namespaced objects; cluster-scoped ones
+        // (CRDs, namespaces) stay.
+        Ok(self
+            .objects
+            .iter()
+            .filter(|(r, _, _)| {
+                namespace.is_none_or(|n| r.namespace.is_empty() || r.namespace == n)
+            })
+            .map(|(r, v, _)| (r.clone(), v.clone()))
+            .collect())
+    }
+    async fn find(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Vec<(ObjectRef, Stored)>, LiveError> {
+        // A snapshot has no discovery: a kind none of its objects has finds nothing.
+        Ok(self
+            .objects
+            .iter()
+            .filter(|(r, _, _)| {
+                super::resolve::names(
+                    kind,
+                    &super::resolve::Names {
+                        group: &r.group,
+                        kind: &r.kind,
+                        plural: None,
+                        singular: "",
+                        short_names: &[],
+                    },
+                )
+            })
+            .filter(|(r, _, _)| {
+                r.name == name
+                    && (namespace.is_empty() || r.namespace.is_empty() || r.namespace == namespace)
+            })
+            .map(|(r, v, _)| (r.clone(), v.clone()))
+            .collect())
+    }
+    fn origin(&self, r: &ObjectRef) -> Option<Origin> {
+        self.index(r).map(|i| self.objects[i].2.clone())
+    }
+}
