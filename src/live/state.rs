@@ -153,17 +153,20 @@ pub async fn fetch(
 pub struct SnapshotState {
     source: String,
     catalog: Catalog,
-    /// The snapshot's objects and where each was read, in reference order.
-    objects: Vec<(ObjectRef, Stored, Origin)>,
+    /// The snapshot's objects and where each was read, in reference order (shared with the
+    /// blocking pool, where lists are made).
+    objects: Arc<Vec<(ObjectRef, Stored, Origin)>>,
 }
 
 impl SnapshotState {
     pub fn new(snapshot: Snapshot, catalog: Catalog) -> SnapshotState {
         let source = snapshot.describe();
-        let objects = snapshot
-            .into_objects()
-            .map(|(r, d)| (r, Arc::new(d.object), d.origin))
-            .collect();
+        let objects = Arc::new(
+            snapshot
+                .into_objects()
+                .map(|(r, d)| (r, Arc::new(d.object), d.origin))
+                .collect(),
+        );
         SnapshotState {
             source,
             catalog,
@@ -203,15 +206,33 @@ impl LiveState for SnapshotState {
     }
     async fn list(&self, namespace: Option<&str>) -> Result<Vec<(ObjectRef, Stored)>, LiveError> {
         // As a cluster lists them: a namespace narrows namespaced objects; cluster-scoped ones
-        // (CRDs, namespaces) stay.
-        Ok(self
-            .objects
-            .iter()
-            .filter(|(r, _, _)| {
-                namespace.is_none_or(|n| r.namespace.is_empty() || r.namespace == n)
-            })
-            .map(|(r, v, _)| (r.clone(), v.clone()))
-            .collect())
+        // (CRDs, namespaces) stay. Copying every reference is work for the blocking pool.
+        let (objects, namespace) = (self.objects.clone(), namespace.map(str::to_string));
+        tokio::task::spawn_blocking(move || {
+            objects
+                .iter()
+                .filter(|(r, _, _)| {
+                    namespace
+                        .as_deref()
+                        .is_none_or(|n| r.namespace.is_empty() || r.namespace == n)
+                })
+                .map(|(r, v, _)| (r.clone(), v.clone()))
+                .collect()
+        })
+        .await
+        .map_err(|e| LiveError::Internal(format!("listing the snapshot failed: {e}")))
+    }
+    async fn managed_by(&self, manager: &str) -> Result<Vec<(ObjectRef, Stored)>, LiveError> {
+        let (objects, manager) = (self.objects.clone(), manager.to_string());
+        tokio::task::spawn_blocking(move || {
+            objects
+                .iter()
+                .filter(|(_, v, _)| managed_by(v, &manager))
+                .map(|(r, v, _)| (r.clone(), v.clone()))
+                .collect()
+        })
+        .await
+        .map_err(|e| LiveError::Internal(format!("listing the snapshot failed: {e}")))
     }
     async fn find(
         &self,

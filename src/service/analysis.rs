@@ -213,10 +213,19 @@ async fn predict_on(
     }
 }
 
-/// Runs blocking work on the blocking pool, inside the caller's span.
-async fn blocking<T: Send + 'static>(
+/// Requests whose manifests are at most this large are parsed, resolved and predicted on the
+/// runtime's worker (tens of microseconds for a few objects: a hand-off to the blocking pool
+/// and back would cost more than the work); larger ones go to the blocking pool.
+const INLINE_BYTES: usize = 16 * 1024;
+
+/// Runs the work inline when it is small, else on the blocking pool (inside the caller's span).
+async fn offload<T: Send + 'static>(
+    small: bool,
     f: impl FnOnce() -> Result<T, Status> + Send + 'static,
 ) -> Result<T, Status> {
+    if small {
+        return f();
+    }
     let span = tracing::Span::current();
     tokio::task::spawn_blocking(move || span.in_scope(f))
         .await
@@ -230,16 +239,19 @@ async fn predict_until(
     limits: manifest::Limits,
     deadline: &crate::deadline::Deadline,
 ) -> Result<Report, Status> {
+    let small = job.manifests.iter().map(|m| m.content.len()).sum::<usize>() <= INLINE_BYTES;
     let (j, d) = (job.clone(), deadline.clone());
-    let documents =
-        blocking(move || read_manifests(&j.manifests, &limits, &d, j.allow_empty)).await?;
+    let documents = offload(small, move || {
+        read_manifests(&j.manifests, &limits, &d, j.allow_empty)
+    })
+    .await?;
     let versions: BTreeSet<String> = documents
         .iter()
         .map(|d| d.api_version().to_string())
         .collect();
     let catalog = store.catalog(&versions).await.map_err(super::live_error)?;
     let (j, d) = (job.clone(), deadline.clone());
-    let targets = blocking(move || {
+    let targets = offload(small, move || {
         let names: Vec<&str> = j.manifests.iter().map(manifest_name).collect();
         let mut catalog = catalog;
         check::resolve_until(documents, &mut catalog, &j.namespace, &d)
@@ -254,7 +266,7 @@ async fn predict_until(
         .await
         .map_err(super::live_error)?;
     let d = deadline.clone();
-    blocking(move || {
+    offload(small, move || {
         let opts = Options {
             field_manager: job.field_manager.clone(),
             force: job.force.clone(),

@@ -6,7 +6,8 @@
 //! `ErrorInfo`).
 //!
 //! Work that computes (parsing, predicting, walking field sets) runs on the blocking pool, so
-//! a slow request never stalls the others; a request's deadline (`grpc-timeout`) is answered
+//! a slow request never stalls the others (a prediction of at most 16 KiB of manifests, tens of
+//! microseconds, runs where it is: the hand-off would cost more); a request's deadline (`grpc-timeout`) is answered
 //! with DEADLINE_EXCEEDED and stops the work it started ([`deadline`]). Requests are bounded
 //! in size (the message, and the manifests in it: [`Stores::limits`]).
 
