@@ -486,13 +486,12 @@ impl LiveState for ClusterCache {
     }
 
     fn resource_of(&self, r: &ObjectRef) -> Option<String> {
-        let matches = |x: &ServedResource| x.kind == r.kind && group_of(&x.api_version) == r.group;
         let watched = self
             .watched
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .find(|w| matches(&w.resource))
+            .find(|w| w.resource.serves(r))
             .map(|w| w.resource.plural.clone());
         // Kinds not watched (excluded, filtered) are still served: discovery knows them.
         watched.or_else(|| {
@@ -500,7 +499,7 @@ impl LiveState for ClusterCache {
                 .read()
                 .unwrap_or_else(|p| p.into_inner())
                 .iter()
-                .find(|x| matches(x))
+                .find(|x| x.serves(r))
                 .map(|x| x.plural.clone())
         })
     }

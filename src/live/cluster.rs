@@ -60,7 +60,7 @@ impl Cluster {
             .resources()
             .await?
             .iter()
-            .find(|s| s.group() == r.group && s.kind == r.kind)
+            .find(|s| s.serves(r))
             .cloned())
     }
 
@@ -168,7 +168,7 @@ impl LiveState for Cluster {
         self.resources
             .get()?
             .iter()
-            .find(|s| s.group() == r.group && s.kind == r.kind)
+            .find(|s| s.serves(r))
             .map(|s| s.plural.clone())
     }
 

@@ -113,6 +113,11 @@ impl ServedResource {
         self.api_version.rsplit_once('/').map_or("", |(g, _)| g)
     }
 
+    /// True if this resource serves the reference's kind (its group and kind).
+    pub fn serves(&self, r: &super::ObjectRef) -> bool {
+        self.kind == r.kind && self.group() == r.group
+    }
+
     /// True if `written` names this resource the way kubectl accepts it (see
     /// `live::resolve`): kind, plural, singular or short name, optionally qualified by group.
     pub fn matches(&self, written: &str) -> bool {

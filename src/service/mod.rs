@@ -213,10 +213,10 @@ pub fn live_error(e: LiveError) -> Status {
             d.set_error_info("CLUSTER_UNAVAILABLE", "fieldguard.dev", meta);
             Status::with_error_details(Code::Unavailable, c.message, d)
         }
-        LiveError::UnknownKind(k) => error(
+        e @ LiveError::UnknownKind(_) => error(
             Code::FailedPrecondition,
             "UNKNOWN_KIND",
-            &LiveError::UnknownKind(k).to_string(),
+            &e.to_string(),
             &[],
         ),
         e @ (LiveError::Invalid(_) | LiveError::Options(_) | LiveError::Internal(_)) => {
