@@ -482,18 +482,36 @@ pub fn predict_target(
             p.managed = l.managed().clone();
         }
     }
+    // The update's own validation: what may not change once stored (metadata first), then
+    // a custom resource's schema.
+    let mut errors = match (live, &p.object) {
+        (Some(old), Some(stored)) => crate::validation::immutable::check(
+            &t.info.gvk.group,
+            &t.info.gvk.version,
+            &t.info.gvk.kind,
+            t.info.custom_resource,
+            old,
+            stored,
+        ),
+        _ => Vec::new(),
+    };
+    p.notes.extend(crate::validation::immutable::notes(
+        &t.info.gvk.kind,
+        &errors,
+    ));
     if let (Some(schema), Some(stored)) = (&t.info.validation, &p.object) {
         let v = crate::validation::validate(stored, schema);
-        let errors = match live {
+        errors.extend(match live {
             Some(old) => crate::validation::ratchet(v.errors, old, stored),
             None => v.errors,
-        };
-        let (errors, cel) = crate::validation::settle(errors, v.cel_rules);
+        });
+        let (settled, cel) = crate::validation::settle(errors, v.cel_rules);
+        errors = settled;
         p.not_evaluated = v.not_evaluated;
         p.not_evaluated.extend(cel);
-        if !errors.is_empty() {
-            p.reject(t.doc.kind(), &t.info.gvk.group, &t.object_ref.name, &errors);
-        }
+    }
+    if !errors.is_empty() {
+        p.reject(t.doc.kind(), &t.info.gvk.group, &t.object_ref.name, &errors);
     }
     Ok(p)
 }
@@ -543,6 +561,10 @@ pub fn check_one(t: &Target, live: Option<&Value>, opts: &Options) -> ObjectRepo
     report.message = p.message.clone();
     report.error = p.error.clone();
     report.rejections = p.rejections.clone();
+    for r in &mut report.rejections {
+        let at = crate::validation::immutable::manifest_path(&r.field);
+        r.line = Some(doc.line_of_printed(&at));
+    }
     report.not_evaluated = p.not_evaluated.clone();
     report.notes = p.notes.clone();
     report.owned_fields = p

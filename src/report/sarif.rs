@@ -35,7 +35,7 @@ const RULES: &[(&str, &str, &str, &str)] = &[
         "FG005",
         "schema-rejection",
         "error",
-        "The object the apply would store fails its schema: the apiserver refuses the apply (422).",
+        "The object the apply would store changes an immutable field or fails its schema: the apiserver refuses the apply (422).",
     ),
     (
         "FG006",
@@ -158,7 +158,7 @@ fn rejection_result(o: &ObjectReport, e: &crate::validation::FieldError) -> Json
         "ruleIndex": 4,
         "level": level,
         "message": {"text": format!("{} {}: {}", object_name(o), e.field, e.message)},
-        "locations": [location(o, o.line, &path)],
+        "locations": [location(o, e.line.unwrap_or(o.line), &path)],
         "partialFingerprints": {"fieldguard/v1": fingerprint(o, id, &e.field, &e.reason)},
     })
 }

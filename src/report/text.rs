@@ -135,9 +135,13 @@ fn object(out: &mut String, o: &ObjectReport, st: &Style) {
         let _ = writeln!(out, "    {}", st.red(e));
     }
     for r in &o.rejections {
+        let at = r
+            .line
+            .map(|l| format!("  {}", st.dim(&format!("{}:{l}", o.file))))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "    {} {}  {}",
+            "    {} {}{at}  {}",
             st.red("rejected"),
             st.bold(&r.field),
             r.message

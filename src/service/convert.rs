@@ -179,6 +179,7 @@ pub fn object(o: &ObjectReport, cluster: &str) -> pb::ObjectPrediction {
                 field: r.field.clone(),
                 reason: r.reason.clone(),
                 message: r.message.clone(),
+                line: r.line.unwrap_or(0),
             })
             .collect(),
         not_evaluated: o.not_evaluated.clone(),
@@ -220,6 +221,7 @@ pub fn object_back(o: &pb::ObjectPrediction) -> ObjectReport {
                 field: r.field.clone(),
                 reason: r.reason.clone(),
                 message: r.message.clone(),
+                line: (r.line > 0).then_some(r.line),
             })
             .collect(),
         not_evaluated: o.not_evaluated.clone(),

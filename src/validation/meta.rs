@@ -244,6 +244,7 @@ fn invalid(field: &str, value: &str, msg: String) -> FieldError {
         field: field.to_string(),
         reason: "FieldValueInvalid".into(),
         message: format!("Invalid value: {}: {msg}", quote(value)),
+        line: None,
     }
 }
 
@@ -325,6 +326,7 @@ fn annotation_errors(annotations: &Map) -> Vec<(FieldError, String)> {
                 field: "metadata.annotations".into(),
                 reason: "FieldValueTooLong".into(),
                 message: format!("Too long: may not be more than {ANNOTATIONS_MAX_BYTES} bytes"),
+                line: None,
             },
             ".metadata.annotations".to_string(),
         ));

@@ -14,6 +14,7 @@
 //! errors is not (the server's comes from Go map iteration and varies between requests), so
 //! fieldguard lists them in field order.
 
+pub mod immutable;
 pub mod meta;
 mod structural;
 
@@ -32,6 +33,9 @@ pub struct FieldError {
     pub reason: String,
     /// The message without the field (`Required value`, `Invalid value: ...`).
     pub message: String,
+    /// Where the manifest sets the field (or its nearest ancestor), when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
 }
 
 impl fmt::Display for FieldError {
@@ -95,6 +99,7 @@ pub fn settle(mut errors: Vec<FieldError>, cel_rules: usize) -> (Vec<FieldError>
             field: "<nil>".into(),
             reason: "FieldValueInvalid".into(),
             message: "Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".into(),
+            line: None,
         });
         return (errors, None);
     }
@@ -238,6 +243,7 @@ impl Walk<'_> {
             field: field.to_string(),
             reason: reason.to_string(),
             message,
+            line: None,
         });
     }
 

@@ -144,6 +144,7 @@ fn ratcheting_keeps_only_errors_the_update_makes() {
         field: f.into(),
         reason: r.into(),
         message: "m".into(),
+        line: None,
     };
     let old = parse_str(r#"{"spec":{"a":1,"l":[{"x":1}],"o":{}}}"#).unwrap();
     let new = parse_str(r#"{"spec":{"a":1,"l":[{"x":1}],"o":{"k":2},"b":3}}"#).unwrap();
@@ -187,6 +188,7 @@ fn the_message_is_the_servers() {
         field: f.into(),
         reason: "FieldValueTypeInvalid".into(),
         message: m.into(),
+        line: None,
     };
     let one = [e(
         "spec.labels",

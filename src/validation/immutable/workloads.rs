@@ -1,0 +1,377 @@
+//! Workloads: Deployments, ReplicaSets, DaemonSets and StatefulSets
+//! (`pkg/apis/apps/validation/validation.go`), Jobs (`pkg/apis/batch/validation/validation.go`
+//! and the Job strategy's options) and Pods (`pkg/apis/core/validation/validation.go`). CronJobs
+//! have no immutable spec field (`ValidateCronJobUpdate`): their `jobTemplate` may change.
+
+use super::{FIELD_IMMUTABLE, Rule, Update, at, forbidden, invalid, render, same};
+use crate::validation::FieldError;
+use crate::value::{Map, Value};
+
+pub static RULES: [Rule; 4] = [
+    Rule {
+        group: "apps",
+        kinds: &["Deployment", "ReplicaSet", "DaemonSet"],
+        versions: &["v1"],
+        source: "ValidateDeploymentUpdate, ValidateReplicaSetUpdate, ValidateDaemonSetUpdate (pkg/apis/apps/validation; the selector check moved there from the registry strategies in 1.34)",
+        refuses: "spec.selector changed",
+        check: selector,
+    },
+    Rule {
+        group: "apps",
+        kinds: &["StatefulSet"],
+        versions: &["v1"],
+        source: "ValidateStatefulSetUpdate (pkg/apis/apps/validation)",
+        refuses: "any spec field other than replicas, ordinals, template, updateStrategy, revisionHistoryLimit, persistentVolumeClaimRetentionPolicy and minReadySeconds changed (selector, serviceName, volumeClaimTemplates, podManagementPolicy, ...)",
+        check: stateful_set,
+    },
+    Rule {
+        group: "batch",
+        kinds: &["Job"],
+        versions: &["v1"],
+        source: "ValidateJobSpecUpdate, validatePodTemplateUpdate, validateCompletions (pkg/apis/batch/validation), options from the Job strategy (pkg/registry/batch/job/strategy.go)",
+        refuses: "spec.selector, spec.template (but its labels, annotations, nodeSelector, tolerations, schedulingGates and node affinity while the Job is suspended and never started), completionMode, podFailurePolicy, backoffLimitPerIndex, managedBy, successPolicy changed; completions changed (an Indexed Job only together with parallelism)",
+        check: job,
+    },
+    Rule {
+        group: "",
+        kinds: &["Pod"],
+        versions: &[],
+        source: "ValidatePodUpdate, ValidateContainerUpdates, validateOnlyAddedTolerations (pkg/apis/core/validation)",
+        refuses: "containers added or removed; spec changed other than container and init container images, activeDeadlineSeconds (set, or lowered), added tolerations, removed scheduling gates, terminationGracePeriodSeconds from negative to 1",
+        check: pod,
+    },
+];
+
+fn selector(u: &Update) -> Vec<FieldError> {
+    let path = ["spec", "selector"];
+    if u.unchanged(&path) {
+        return vec![];
+    }
+    vec![invalid(
+        "spec.selector",
+        &render::label_selector(u.new_at(&path)),
+        FIELD_IMMUTABLE,
+    )]
+}
+
+/// The spec without `keys`.
+fn spec_without(v: &Value, keys: &[&str]) -> Value {
+    let mut out = Map::new();
+    if let Some(Value::Map(spec)) = at(v, &["spec"]) {
+        for (k, x) in spec.iter() {
+            if !keys.contains(&k.as_ref()) {
+                out.insert(k.clone(), x.clone());
+            }
+        }
+    }
+    Value::Map(out)
+}
+
+/// A StatefulSet's claim templates as the server stores them: `volumeClaimTemplates` is an
+/// atomic list, so the merged object has the manifest's templates, which the server defaults
+/// (`SetDefaults_StatefulSet`: volumeMode `Filesystem`, status phase `Pending`) before it
+/// compares; the stored ones also carry `apiVersion: v1` and `kind: PersistentVolumeClaim`.
+fn claim_templates_defaulted(spec: &mut Value) {
+    let Some(Value::List(templates)) = spec
+        .as_map_mut()
+        .and_then(|m| m.get_mut("volumeClaimTemplates"))
+    else {
+        return;
+    };
+    for t in templates.iter_mut() {
+        let Some(m) = t.as_map_mut() else { continue };
+        for (k, default) in [("apiVersion", "v1"), ("kind", "PersistentVolumeClaim")] {
+            if m.get(k).is_none() {
+                m.insert(k, Value::from(default));
+            }
+        }
+        if m.get("status")
+            .is_none_or(|s| s.as_map().is_none_or(Map::is_empty))
+        {
+            let mut status = Map::new();
+            status.insert("phase", Value::from("Pending"));
+            m.insert("status", Value::Map(status));
+        }
+        if let Some(Value::Map(spec)) = m.get_mut("spec")
+            && spec.get("volumeMode").is_none()
+        {
+            spec.insert("volumeMode", Value::from("Filesystem"));
+        }
+    }
+}
+
+fn stateful_set(u: &Update) -> Vec<FieldError> {
+    // Kubernetes 1.35 made revisionHistoryLimit updatable (the message names it since).
+    let allowed = [
+        "replicas",
+        "ordinals",
+        "template",
+        "updateStrategy",
+        "revisionHistoryLimit",
+        "persistentVolumeClaimRetentionPolicy",
+        "minReadySeconds",
+    ];
+    let mut old = spec_without(u.old, &allowed);
+    let mut new = spec_without(u.new, &allowed);
+    claim_templates_defaulted(&mut old);
+    claim_templates_defaulted(&mut new);
+    if same(Some(&old), Some(&new)) {
+        return vec![];
+    }
+    vec![forbidden(
+        "spec",
+        "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
+    )]
+}
+
+/// `*int32`, `*string` and the like as the server prints them (`null` when nil).
+fn scalar_json(v: Option<&Value>) -> String {
+    render::json(v.unwrap_or(&Value::Null))
+}
+
+fn job(u: &Update) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    // validateCompletions (ElasticIndexedJob is on): an Indexed Job's completions may change
+    // with its parallelism.
+    let completions = ["spec", "completions"];
+    if !u.unchanged(&completions) {
+        let indexed = u.new_str(&["spec", "completionMode"]) == "Indexed";
+        let new = u.new_at(&completions);
+        if !indexed {
+            errs.push(invalid(
+                "spec.completions",
+                &scalar_json(new),
+                FIELD_IMMUTABLE,
+            ));
+        } else if let Some(n) = new
+            && !same(Some(n), u.new_at(&["spec", "parallelism"]))
+        {
+            errs.push(invalid(
+                "spec.completions",
+                &scalar_json(Some(n)),
+                "can only be modified in tandem with spec.parallelism",
+            ));
+        }
+    }
+    errs.extend(selector(u).into_iter().map(|mut e| {
+        e.field = "spec.selector".into();
+        e
+    }));
+    // validatePodTemplateUpdate: scheduling directives may change while the Job is suspended
+    // and has never started (the old Job decides).
+    let template = ["spec", "template"];
+    let suspended = matches!(u.old_at(&["spec", "suspend"]), Some(Value::Bool(true)));
+    let never_started = u.old_at(&["status", "startTime"]).is_none();
+    let old_template = match u.old_at(&template) {
+        Some(t) if suspended && never_started => {
+            mutable_scheduling(t, u.new_at(&template).unwrap_or(&Value::Null))
+        }
+        other => other.cloned().unwrap_or(Value::Null),
+    };
+    if !same(Some(&old_template), u.new_at(&template)) {
+        // The server prints the internal PodTemplateSpec (Go field names); fieldguard shows
+        // the template as it would be stored.
+        errs.push(invalid(
+            "spec.template",
+            &render::json(&render::sorted(u.new_at(&template).unwrap_or(&Value::Null))),
+            FIELD_IMMUTABLE,
+        ));
+    }
+    for (key, field) in [
+        ("completionMode", "spec.completionMode"),
+        ("podFailurePolicy", "spec.podFailurePolicy"),
+        ("backoffLimitPerIndex", "spec.backoffLimitPerIndex"),
+        ("managedBy", "spec.managedBy"),
+        ("successPolicy", "spec.successPolicy"),
+    ] {
+        let path = ["spec", key];
+        if !u.unchanged(&path) {
+            let value = match u.new_at(&path) {
+                Some(v @ Value::Map(_)) => render::json(&render::sorted(v)),
+                other => scalar_json(other),
+            };
+            errs.push(invalid(field, &value, FIELD_IMMUTABLE));
+        }
+    }
+    errs
+}
+
+/// The old template with the new one's labels, annotations, nodeSelector, tolerations,
+/// schedulingGates and node affinity (`AllowMutableSchedulingDirectives`).
+fn mutable_scheduling(old: &Value, new: &Value) -> Value {
+    let mut out = old.clone();
+    let set = |m: &mut Map, k: &str, v: Option<&Value>| match v {
+        Some(v) => {
+            m.insert(k, v.clone());
+        }
+        None => {
+            m.remove(k);
+        }
+    };
+    if let Some(root) = out.as_map_mut() {
+        if root.get("metadata").is_none() {
+            root.insert("metadata", Value::Map(Map::new()));
+        }
+        if let Some(meta) = root.get_mut("metadata").and_then(Value::as_map_mut) {
+            set(meta, "labels", at(new, &["metadata", "labels"]));
+            set(meta, "annotations", at(new, &["metadata", "annotations"]));
+        }
+    }
+    if let Some(spec) = out
+        .as_map_mut()
+        .and_then(|m| m.get_mut("spec"))
+        .and_then(Value::as_map_mut)
+    {
+        for k in ["nodeSelector", "tolerations", "schedulingGates"] {
+            set(spec, k, at(new, &["spec", k]));
+        }
+        let new_affinity = at(new, &["spec", "affinity"]);
+        let node_affinity = at(new, &["spec", "affinity", "nodeAffinity"]);
+        match (
+            spec.get("affinity").filter(|a| !a.is_null()).is_some(),
+            new_affinity,
+        ) {
+            // Cleared: allowed when the old one held node affinity only.
+            (true, None) => {
+                if let Some(Value::Map(a)) = spec.get_mut("affinity") {
+                    a.remove("nodeAffinity");
+                    if a.is_empty() {
+                        spec.remove("affinity");
+                    }
+                }
+            }
+            (false, Some(_)) => {
+                let mut a = Map::new();
+                set(&mut a, "nodeAffinity", node_affinity);
+                spec.insert("affinity", Value::Map(a));
+            }
+            (true, Some(_)) => {
+                if let Some(Value::Map(a)) = spec.get_mut("affinity") {
+                    set(a, "nodeAffinity", node_affinity);
+                }
+            }
+            (false, None) => {}
+        }
+    }
+    out
+}
+
+const POD_UPDATABLE: &str = "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
+
+fn list(v: Option<&Value>) -> &[Value] {
+    v.and_then(Value::as_list).unwrap_or(&[])
+}
+
+fn pod(u: &Update) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    // ValidateContainerUpdates: the number of containers may not change (and then nothing
+    // else is checked).
+    for (key, field) in [
+        ("containers", "spec.containers"),
+        ("initContainers", "spec.initContainers"),
+    ] {
+        if list(u.old_at(&["spec", key])).len() != list(u.new_at(&["spec", key])).len() {
+            errs.push(forbidden(
+                field,
+                "pod updates may not add or remove containers",
+            ));
+            return errs;
+        }
+    }
+    let deadline = ["spec", "activeDeadlineSeconds"];
+    let int = |v: Option<&Value>| match v {
+        Some(Value::Int(i)) => Some(*i),
+        _ => None,
+    };
+    match (int(u.old_at(&deadline)), int(u.new_at(&deadline))) {
+        (Some(o), Some(n)) if n >= 0 && n <= i64::from(i32::MAX) && o < n => {
+            errs.push(invalid(
+                "spec.activeDeadlineSeconds",
+                &n.to_string(),
+                "must be less than or equal to previous value",
+            ));
+            return errs;
+        }
+        (Some(_), None) => errs.push(invalid(
+            "spec.activeDeadlineSeconds",
+            "null",
+            "must not update from a positive integer to nil value",
+        )),
+        _ => {}
+    }
+    // validateOnlyAddedTolerations: every old toleration is still there (its
+    // tolerationSeconds may change).
+    let tolerations = ["spec", "tolerations"];
+    let new_tolerations = list(u.new_at(&tolerations));
+    let without_seconds = |t: &Value| {
+        let mut t = t.clone();
+        if let Some(m) = t.as_map_mut() {
+            m.remove("tolerationSeconds");
+        }
+        t
+    };
+    let kept = list(u.old_at(&tolerations)).iter().all(|o| {
+        let o = without_seconds(o);
+        new_tolerations
+            .iter()
+            .any(|n| same(Some(&o), Some(&without_seconds(n))))
+    });
+    if !kept {
+        errs.push(forbidden(
+            "spec.tolerations",
+            "existing toleration can not be modified except its tolerationSeconds",
+        ));
+    }
+    // The rest of the spec may not change.
+    let munged = munged_pod_spec(u);
+    if !same(u.old_at(&["spec"]), Some(&munged)) {
+        // The server appends a diff of its internal spec (go-cmp output, not reproduced).
+        errs.push(forbidden("spec", POD_UPDATABLE));
+    }
+    errs
+}
+
+/// The new Pod spec with what may change taken from the old one.
+fn munged_pod_spec(u: &Update) -> Value {
+    let mut spec = u
+        .new_at(&["spec"])
+        .cloned()
+        .unwrap_or(Value::Map(Map::new()));
+    let Some(m) = spec.as_map_mut() else {
+        return spec;
+    };
+    for key in ["containers", "initContainers"] {
+        let old = list(u.old_at(&["spec", key]));
+        if let Some(Value::List(items)) = m.get_mut(key) {
+            for (n, o) in items.iter_mut().zip(old) {
+                if let Some(c) = n.as_map_mut() {
+                    match o.get_path(&["image"]) {
+                        Some(img) => {
+                            c.insert("image", img.clone());
+                        }
+                        None => {
+                            c.remove("image");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for key in ["activeDeadlineSeconds", "tolerations", "schedulingGates"] {
+        match u.old_at(&["spec", key]) {
+            Some(v) => {
+                m.insert(key, v.clone());
+            }
+            None => {
+                m.remove(key);
+            }
+        }
+    }
+    let grace = "terminationGracePeriodSeconds";
+    if let (Some(Value::Int(o)), Some(Value::Int(1))) = (u.old_at(&["spec", grace]), m.get(grace))
+        && *o < 0
+    {
+        m.insert(grace, Value::Int(*o));
+    }
+    spec
+}
