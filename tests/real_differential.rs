@@ -18,7 +18,7 @@
 mod support;
 
 use support::judge::{compare, contents, predict, stamped};
-use support::realapi::{get, install_crd, write};
+use support::realapi::{get, with_crd, write};
 
 use fieldguard::live::api::Api;
 use fieldguard::predict::Verdict;
@@ -328,23 +328,6 @@ async fn other_writer(api: &Api, rng: &mut StdRng, o: &Obj) -> String {
     }
 }
 
-/// The shared real apiserver with the CRD of `tests/data/realapi/FILE` installed, and the
-/// catalog a `check` against it would build for `group_versions` (comma-separated; `None`: the real tier is not
-/// built and not required).
-async fn with_crd(file: &str, group_versions: &str) -> Option<(Api, fieldguard::catalog::Catalog)> {
-    let server = support::realapi::shared_server()?;
-    let api = server.api().await;
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/realapi")
-        .join(file);
-    install_crd(&api, &std::fs::read_to_string(path).unwrap()).await;
-    let catalog = api
-        .catalog_for(&group_versions.split(',').map(String::from).collect())
-        .await
-        .unwrap();
-    Some((api, catalog))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn predictions_equal_what_the_real_apiserver_does() {
     let Some((api, _)) = with_crd("widget-crd.yaml", GROUP_VERSION).await else {
@@ -626,134 +609,6 @@ async fn emptied_maps_are_rejected_and_ownership_only_applies_are_writes() {
         stored["metadata"]["resourceVersion"],
         again["metadata"]["resourceVersion"]
     );
-}
-
-/// Validation of the stored object, message for message: each object is created on the real
-/// server against `tests/data/realapi/probe-crd.json` (limits, enums, required, nullable,
-/// int-or-string, a CEL rule) and fieldguard's prediction must name the same causes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn validation_equals_the_servers() {
-    let Some((api, mut catalog)) = with_crd("probe-crd.json", "p.test/v1").await else {
-        return;
-    };
-    let url = format!("/apis/p.test/v1/namespaces/{NAMESPACE}/probes/v");
-    let cases = [
-        r#"{"e":"c","ei":3,"n":11,"nx":10,"s":"ABCDEF","l":["a","b","c"],"m":{"a":"1","b":"2","c":"3"},"mo":7,"ios":1.5}"#,
-        r#"{"must":"x","n":0,"nx":1,"s":"a","l":[],"m":{}}"#,
-        r#"{"must":"x","s":"AB"}"#,
-        r#"{"must":null,"e":null,"n":null,"nn":null}"#,
-        r#"{"must":"x","ios":true}"#,
-        r#"{"must":"x","mo":10,"nx":5.5,"s":"ab","ios":"http","nn":{"a":"b"}}"#,
-    ];
-    let mut checked = 0;
-    for spec in cases {
-        let _ = write(
-            &api,
-            http::Method::DELETE,
-            &url,
-            "application/json",
-            &json!({}),
-        )
-        .await;
-        let m: Value = serde_json::from_str(&format!(
-            r#"{{"apiVersion":"p.test/v1","kind":"Probe","metadata":{{"name":"v","namespace":"{NAMESPACE}"}},"spec":{spec}}}"#
-        ))
-        .unwrap();
-        let p = predict(&mut catalog, NAMESPACE, None, &m, "probe", false, 0);
-        let answer = write(
-            &api,
-            http::Method::PATCH,
-            &format!("{url}?fieldManager=probe"),
-            "application/apply-patch+yaml",
-            &m,
-        )
-        .await;
-        match (&answer, &p.verdict) {
-            (Ok(_), Verdict::Created) => {}
-            (Err(r), Verdict::Rejected) if r.code == 422 => {
-                let mut predicted: Vec<(String, String, String)> = p
-                    .rejections
-                    .iter()
-                    .map(|e| (e.field.clone(), e.reason.clone(), e.message.clone()))
-                    .collect();
-                predicted.sort();
-                assert_eq!(predicted, r.causes, "{spec}");
-                checked += predicted.len();
-            }
-            (a, v) => panic!("{spec}: predicted {v:?} {:?}, server {a:?}", p.message),
-        }
-    }
-    println!("validation: {checked} causes equal to the server's");
-}
-
-/// Metadata the apiserver refuses, message for message (fieldguard refuses it before any
-/// request): names by a custom resource's rule, label keys and values, annotation keys and
-/// their total size — each object created on the real server, whose 422 must equal what
-/// `validation::meta` says.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn metadata_refusals_equal_the_servers() {
-    let Some((api, _)) = with_crd("widget-crd.yaml", GROUP_VERSION).await else {
-        return;
-    };
-    let big = "v".repeat(300 * 1024);
-    let cases: Vec<(String, Value)> = vec![
-        ("Foo_Bar".into(), json!({})),
-        ("a".repeat(254), json!({})),
-        ("ok".into(), json!({"labels": {"bad key!": "x"}})),
-        ("ok".into(), json!({"labels": {"a/b/c": "x"}})),
-        ("ok".into(), json!({"labels": {"/x": "x"}})),
-        ("ok".into(), json!({"labels": {"BAD_prefix!/x": "x"}})),
-        ("ok".into(), json!({"labels": {"k".repeat(64): "x"}})),
-        ("ok".into(), json!({"labels": {"k": "-bad"}})),
-        ("ok".into(), json!({"labels": {"k": "v".repeat(64)}})),
-        (
-            "ok".into(),
-            json!({"annotations": {"Example.com/Fine": "x", "bad key": "y"}}),
-        ),
-        ("ok".into(), json!({"annotations": {"big": big}})),
-    ];
-    let collection = format!("/apis/{GROUP_VERSION}/namespaces/{NAMESPACE}/widgets");
-    for (name, extra) in cases {
-        let mut meta = json!({"name": name, "namespace": NAMESPACE});
-        for (k, v) in extra.as_object().unwrap() {
-            meta[k] = v.clone();
-        }
-        let obj = json!({"apiVersion": GROUP_VERSION, "kind": "Widget", "metadata": meta});
-        let ours: Vec<fieldguard::validation::FieldError> =
-            fieldguard::validation::meta::object_meta(
-                &fieldguard::value::json::parse_str(&obj.to_string()).unwrap(),
-                "fieldguard.test",
-                "Widget",
-                true,
-            )
-            .into_iter()
-            .map(|(e, _)| e)
-            .collect();
-        assert_eq!(ours.len(), 1, "{name}: {ours:?}");
-        let answer = write(
-            &api,
-            http::Method::POST,
-            &collection,
-            "application/json",
-            &obj,
-        )
-        .await;
-        let refusal = answer.expect_err("the server accepted invalid metadata");
-        assert_eq!(refusal.code, 422, "{refusal:?}");
-        assert_eq!(
-            fieldguard::validation::invalid_message("Widget", "fieldguard.test", &name, &ours),
-            refusal.message,
-            "{name}"
-        );
-        assert_eq!(
-            refusal.causes,
-            vec![(
-                ours[0].field.clone(),
-                ours[0].reason.clone(),
-                ours[0].message.clone()
-            )]
-        );
-    }
 }
 
 /// The documented divergence, as a scenario: an apply of `template.metadata.labels: {}` is

@@ -505,7 +505,7 @@ pub fn predict_target(
             Some(old) => crate::validation::ratchet(v.errors, old, stored),
             None => v.errors,
         });
-        let (settled, cel) = crate::validation::settle(errors, v.cel_rules);
+        let (settled, cel) = crate::validation::settle(errors, stored, live, schema);
         errors = settled;
         p.not_evaluated = v.not_evaluated;
         p.not_evaluated.extend(cel);

@@ -7,13 +7,14 @@
 //! Evaluated: `type` (with `nullable` and `x-kubernetes-int-or-string`), `required`, `enum`,
 //! `minimum`/`maximum` (exclusive too), `multipleOf`, `minLength`/`maxLength`/`pattern`,
 //! `minItems`/`maxItems`, `minProperties`/`maxProperties`. Not evaluated (reported as such):
-//! `format`, `allOf`/`anyOf`/`oneOf`/`not`, and `x-kubernetes-validations` (CEL) rules — but
-//! when the schema has rules and a *blocking* check fails (wrong type, required, enum, too
+//! `format` and `allOf`/`anyOf`/`oneOf`/`not`; `x-kubernetes-validations` (CEL) rules are evaluated
+//! by [`cel`] (what it cannot evaluate is reported) — unless a *blocking* check fails (wrong type, required, enum, too
 //! long, too many: `hasBlockingErr` in apiextensions-apiserver's `customresource/strategy.go`),
 //! the server skips the rules and says so, and that notice is reproduced. The messages are the server's, word for word; the order of several
 //! errors is not (the server's comes from Go map iteration and varies between requests), so
 //! fieldguard lists them in field order.
 
+mod cel;
 pub mod immutable;
 pub mod meta;
 mod structural;
@@ -50,8 +51,6 @@ pub struct Validation {
     pub errors: Vec<FieldError>,
     /// Constraints present in the schema that fieldguard did not evaluate.
     pub not_evaluated: Vec<String>,
-    /// `x-kubernetes-validations` rules in the schema (see [`settle`]).
-    pub cel_rules: usize,
 }
 
 /// Validates `obj` (a whole custom resource) against its version's structural schema.
@@ -71,7 +70,6 @@ pub fn validate(obj: &Value, schema: &Structural) -> Validation {
             }
         }
     }
-    v.cel_rules = count_rules(schema);
     v
 }
 
@@ -87,12 +85,18 @@ fn blocking(e: &FieldError) -> bool {
     )
 }
 
-/// The final errors (after [`ratchet`]) with the server's notice when a blocking error keeps
-/// CEL rules from running; otherwise, when the schema has rules, a note that fieldguard did
-/// not evaluate them (the server does, and may refuse for them too).
-pub fn settle(mut errors: Vec<FieldError>, cel_rules: usize) -> (Vec<FieldError>, Option<String>) {
-    if cel_rules == 0 {
-        return (errors, None);
+/// The final errors (after [`ratchet`]) of storing `stored` (over `old`, for an update): with
+/// a blocking error, the server does not run the CEL rules and says so (its notice is
+/// reproduced); otherwise the rules' own errors are added ([`cel::evaluate`]). Also returns
+/// the rules fieldguard could not evaluate.
+pub fn settle(
+    mut errors: Vec<FieldError>,
+    stored: &Value,
+    old: Option<&Value>,
+    schema: &Structural,
+) -> (Vec<FieldError>, Vec<String>) {
+    if count_rules(schema) == 0 {
+        return (errors, Vec::new());
     }
     if errors.iter().any(blocking) {
         errors.push(FieldError {
@@ -101,18 +105,15 @@ pub fn settle(mut errors: Vec<FieldError>, cel_rules: usize) -> (Vec<FieldError>
             message: "Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".into(),
             line: None,
         });
-        return (errors, None);
+        return (errors, Vec::new());
     }
-    (
-        errors,
-        Some(format!(
-            "{cel_rules} x-kubernetes-validations rule(s) (CEL) not evaluated"
-        )),
-    )
+    let outcome = cel::evaluate(stored, old, schema);
+    errors.extend(outcome.errors);
+    (errors, outcome.not_evaluated)
 }
 
 fn count_rules(s: &Structural) -> usize {
-    s.rules
+    s.rules.len()
         + s.properties
             .iter()
             .map(|(_, c)| count_rules(c))

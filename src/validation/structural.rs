@@ -32,8 +32,11 @@ pub struct Structural {
     pub min_properties: Option<i64>,
     pub max_properties: Option<i64>,
     pub format: Option<String>,
-    /// `x-kubernetes-validations` rules at this node (CEL; not evaluated by fieldguard).
-    pub rules: usize,
+    /// `x-kubernetes-validations` rules at this node (CEL: [`super::cel`]).
+    pub rules: Vec<super::cel::Rule>,
+    /// The keys of a `x-kubernetes-list-type: map` list (its items correlate with the old
+    /// object's by them; other lists' items do not).
+    pub list_map_keys: Option<Vec<String>>,
     /// Constraints under `allOf`/`anyOf`/`oneOf`/`not` (not evaluated by fieldguard).
     pub junctors: bool,
 }
@@ -131,9 +134,19 @@ impl Structural {
             max_properties: int("maxProperties"),
             format: string("format"),
             rules: match m.get("x-kubernetes-validations") {
-                Some(Value::List(r)) => r.len(),
-                _ => 0,
+                Some(Value::List(r)) => r.iter().map(super::cel::Rule::from_value).collect(),
+                _ => Vec::new(),
             },
+            list_map_keys: (string("x-kubernetes-list-type").as_deref() == Some("map")).then(
+                || match m.get("x-kubernetes-list-map-keys") {
+                    Some(Value::List(ks)) => ks
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect(),
+                    _ => Vec::new(),
+                },
+            ),
             // A published int-or-string field carries `anyOf: [integer, string]`: that is its
             // type, checked as such, not a junctor left unevaluated.
             junctors: ["allOf", "anyOf", "oneOf", "not"]

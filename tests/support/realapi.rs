@@ -420,3 +420,23 @@ pub async fn install_crd(api: &Api, yaml: &str) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The shared real apiserver with the CRD of `tests/data/realapi/FILE` installed, and the
+/// catalog a `check` against it would build for `group_versions` (comma-separated; `None`: the real tier is not
+/// built and not required).
+pub async fn with_crd(
+    file: &str,
+    group_versions: &str,
+) -> Option<(fieldguard::live::api::Api, fieldguard::catalog::Catalog)> {
+    let server = shared_server()?;
+    let api = server.api().await;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/realapi")
+        .join(file);
+    install_crd(&api, &std::fs::read_to_string(path).unwrap()).await;
+    let catalog = api
+        .catalog_for(&group_versions.split(',').map(String::from).collect())
+        .await
+        .unwrap();
+    Some((api, catalog))
+}

@@ -1,0 +1,451 @@
+//! `x-kubernetes-validations`: a custom resource's CEL rules, evaluated on the object an apply
+//! would store as apiextensions-apiserver does (`pkg/apiserver/schema/cel/validation.go`,
+//! Kubernetes 1.36): rules of a node before its children; `self` the node's value (at the root:
+//! the object with `apiVersion`, `kind` and only `metadata.name`/`generateName`); transition
+//! rules (those naming `oldSelf`) only where the node has an old value to compare with — a
+//! field of a correlated object or map, an item of a `list-type: map` list by its keys, never
+//! an item of another list; with ratcheting, a rule without `oldSelf` that fails on a value the
+//! update leaves as it was is no error. A failure is the server's field error: `message`, the
+//! value of `messageExpression`, or `failed rule: <rule>`; `reason` and `fieldPath` as given;
+//! a scalar's value printed, an object's or a list's omitted.
+//!
+//! Evaluated with the `cel` crate (standard CEL and its macros, `matches`). What it cannot
+//! evaluate — Kubernetes' own CEL libraries (`isURL`, `quantity`, `ip`, ...), optional types
+//! (`optionalOldSelf`), anything that fails to compile or evaluate otherwise — is reported as
+//! not evaluated, never guessed; a missing field is the server's `no such key` error.
+
+use super::FieldError;
+use crate::value::gofmt::{format_float_v, quote};
+use crate::value::{Map, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// One `x-kubernetes-validations` rule.
+#[derive(Clone, Debug, Default)]
+pub struct Rule {
+    pub rule: String,
+    pub message: String,
+    pub message_expression: String,
+    /// `FieldValueInvalid` (the default), `FieldValueForbidden`, `FieldValueRequired`,
+    /// `FieldValueDuplicate`.
+    pub reason: Option<String>,
+    pub field_path: String,
+    pub optional_old_self: bool,
+}
+
+impl Rule {
+    pub fn from_value(v: &Value) -> Rule {
+        let s = |k: &str| v.str_at(&[k]).unwrap_or("").to_string();
+        Rule {
+            rule: s("rule"),
+            message: s("message"),
+            message_expression: s("messageExpression"),
+            reason: v.str_at(&["reason"]).map(str::to_string),
+            field_path: s("fieldPath"),
+            optional_old_self: matches!(v.get_path(&["optionalOldSelf"]), Some(Value::Bool(true))),
+        }
+    }
+
+    /// True when the rule names `oldSelf` (outside string literals): a transition rule.
+    fn uses_old_self(&self) -> bool {
+        let mut in_str: Option<char> = None;
+        let b: Vec<char> = self.rule.chars().collect();
+        let mut i = 0;
+        while i < b.len() {
+            let c = b[i];
+            match in_str {
+                Some(_) if c == '\\' => i += 1,
+                Some(q) if c == q => in_str = None,
+                Some(_) => {}
+                None if c == '"' || c == '\'' => in_str = Some(c),
+                None if b[i..].starts_with(&['o', 'l', 'd', 'S', 'e', 'l', 'f'])
+                    && (i == 0 || !(b[i - 1].is_alphanumeric() || b[i - 1] == '_'))
+                    && b.get(i + 7)
+                        .is_none_or(|n| !(n.is_alphanumeric() || *n == '_')) =>
+                {
+                    return true;
+                }
+                None => {}
+            }
+            i += 1;
+        }
+        false
+    }
+
+    /// `ruleErrorString`: the message, or the rule itself.
+    fn error_string(&self) -> &str {
+        if self.message.trim().is_empty() {
+            self.rule.trim()
+        } else {
+            self.message.trim()
+        }
+    }
+}
+
+/// What evaluating an object's rules found.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub errors: Vec<FieldError>,
+    pub not_evaluated: Vec<String>,
+}
+
+/// Evaluates the rules of `schema` on `new` (a whole custom resource); `old` is the stored
+/// object of an update.
+pub fn evaluate(new: &Value, old: Option<&Value>, schema: &super::Structural) -> Outcome {
+    let mut w = Walk {
+        out: Outcome::default(),
+        programs: HashMap::new(),
+    };
+    let root = |v: &Value| -> Value {
+        let Some(m) = v.as_map() else {
+            return v.clone();
+        };
+        let mut out = Map::new();
+        for (k, x) in m.iter() {
+            if k == "metadata" {
+                let mut meta = Map::new();
+                for f in ["name", "generateName"] {
+                    if let Some(s) = x.get_path(&[f]) {
+                        meta.insert(f, s.clone());
+                    }
+                }
+                out.insert("metadata", Value::Map(meta));
+            } else {
+                out.insert(k.clone(), x.clone());
+            }
+        }
+        Value::Map(out)
+    };
+    let (new_root, old_root) = (root(new), old.map(root));
+    w.node(&new_root, old_root.as_ref(), schema, "", true);
+    w.out
+}
+
+struct Walk {
+    out: Outcome,
+    /// Compiled rules and message expressions, by their text.
+    programs: HashMap<String, Option<Arc<cel::Program>>>,
+}
+
+/// A value as CEL sees it.
+fn to_cel(v: &Value) -> cel::Value {
+    match v {
+        Value::Null => cel::Value::Null,
+        Value::Bool(b) => cel::Value::Bool(*b),
+        Value::Int(i) => cel::Value::Int(*i),
+        Value::Float(f) => cel::Value::Float(*f),
+        Value::String(s) => cel::Value::String(Arc::new(s.to_string())),
+        Value::List(l) => cel::Value::List(Arc::new(l.iter().map(to_cel).collect())),
+        Value::Map(m) => {
+            let h: HashMap<String, cel::Value> =
+                m.iter().map(|(k, x)| (k.to_string(), to_cel(x))).collect();
+            cel::Value::from(h)
+        }
+    }
+}
+
+/// The item of `old` that has the same values as `item` at `keys`.
+fn correlated<'a>(old: Option<&'a Value>, item: &Value, keys: &[String]) -> Option<&'a Value> {
+    old?.as_list()?.iter().find(|o| {
+        keys.iter().all(|k| {
+            o.get_path(&[k])
+                .zip(item.get_path(&[k]))
+                .is_some_and(|(a, b)| a == b)
+                || (o.get_path(&[k]).is_none() && item.get_path(&[k]).is_none())
+        })
+    })
+}
+
+impl Walk {
+    fn program(&mut self, src: &str) -> Option<Arc<cel::Program>> {
+        self.programs
+            .entry(src.to_string())
+            .or_insert_with(|| cel::Program::compile(src).ok().map(Arc::new))
+            .clone()
+    }
+
+    fn skipped(&mut self, path: &str, rule: &Rule, why: &str) {
+        let at = if path.is_empty() { "<root>" } else { path };
+        let n = format!("{at}: rule {:?} not evaluated ({why})", rule.rule.trim());
+        if !self.out.not_evaluated.contains(&n) {
+            self.out.not_evaluated.push(n);
+        }
+    }
+
+    fn node(
+        &mut self,
+        v: &Value,
+        old: Option<&Value>,
+        s: &super::Structural,
+        path: &str,
+        root: bool,
+    ) {
+        // A rule on a nullable field validates its non-null values only.
+        if v.is_null() {
+            return;
+        }
+        if !s.rules.is_empty() {
+            self.rules(v, old.filter(|o| !o.is_null()), s, path);
+        }
+        match v {
+            Value::Map(m) => {
+                for (k, child) in m.iter() {
+                    if root && (k == "apiVersion" || k == "kind" || k == "metadata") {
+                        continue;
+                    }
+                    let old_child = old.and_then(|o| o.get_path(&[k]));
+                    if let Some((_, cs)) = s.properties.iter().find(|(n, _)| n == k) {
+                        let p = if path.is_empty() {
+                            k.to_string()
+                        } else {
+                            format!("{path}.{k}")
+                        };
+                        self.node(child, old_child, cs, &p, false);
+                    } else if let Some(cs) = s.additional.as_deref() {
+                        self.node(child, old_child, cs, &format!("{path}[{k}]"), false);
+                    }
+                }
+            }
+            Value::List(items) => {
+                if let Some(is) = s.items.as_deref() {
+                    for (i, item) in items.iter().enumerate() {
+                        let old_item = s
+                            .list_map_keys
+                            .as_deref()
+                            .and_then(|keys| correlated(old, item, keys));
+                        self.node(item, old_item, is, &format!("{path}[{i}]"), false);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn rules(&mut self, v: &Value, old: Option<&Value>, s: &super::Structural, path: &str) {
+        let ty = s.ty.clone().unwrap_or_default();
+        let this = to_cel(v);
+        let previous = old.map(to_cel);
+        for rule in &s.rules {
+            if rule.rule.trim().is_empty() {
+                continue;
+            }
+            let transition = rule.uses_old_self();
+            if rule.optional_old_self {
+                self.skipped(path, rule, "optionalOldSelf: optional types");
+                continue;
+            }
+            if transition && previous.is_none() {
+                continue;
+            }
+            let Some(program) = self.program(&rule.rule) else {
+                self.skipped(path, rule, "does not compile here");
+                continue;
+            };
+            let mut ctx = cel::Context::default();
+            ctx.add_variable_from_value("self", this.clone());
+            if let Some(p) = &previous {
+                ctx.add_variable_from_value("oldSelf", p.clone());
+            }
+            let failed = match program.execute(&ctx) {
+                Ok(cel::Value::Bool(true)) => continue,
+                Ok(cel::Value::Bool(false)) => None,
+                Ok(_) => {
+                    self.skipped(path, rule, "not a boolean");
+                    continue;
+                }
+                Err(cel::ExecutionError::NoSuchKey(k)) => Some(format!(
+                    "no such key: {k} evaluating rule: {}",
+                    rule.error_string()
+                )),
+                Err(e) => {
+                    self.skipped(path, rule, &e.to_string());
+                    continue;
+                }
+            };
+            let at = match rule.field_path.trim_start_matches('.') {
+                "" => path.to_string(),
+                f if path.is_empty() => f.to_string(),
+                f => format!("{path}.{f}"),
+            };
+            let at = if at.is_empty() {
+                "<nil>".to_string()
+            } else {
+                at
+            };
+            if let Some(detail) = failed {
+                // An evaluation error: `field.Invalid(path, type, ...)` at the rule's node.
+                self.out.errors.push(FieldError {
+                    field: if path.is_empty() {
+                        "<nil>".into()
+                    } else {
+                        path.to_string()
+                    },
+                    reason: "FieldValueInvalid".into(),
+                    message: format!("Invalid value: {}: {detail}", quote(&ty)),
+                    line: None,
+                });
+                continue;
+            }
+            // Ratcheting: a rule without oldSelf that fails on an unchanged value.
+            if !transition && old.is_some_and(|o| crate::value::equals(o, v)) {
+                continue;
+            }
+            let detail =
+                self.message_expression(rule, &ctx)
+                    .unwrap_or_else(|| match rule.message.trim() {
+                        "" => format!("failed rule: {}", rule.error_string()),
+                        m => m.to_string(),
+                    });
+            let value = if ty == "object" || ty == "array" {
+                None
+            } else {
+                Some(printed(v))
+            };
+            self.out
+                .errors
+                .push(field_error(at, rule.reason.as_deref(), value, detail));
+        }
+    }
+
+    /// The message a rule's `messageExpression` gives, when it gives one the server accepts.
+    fn message_expression(&mut self, rule: &Rule, ctx: &cel::Context) -> Option<String> {
+        if rule.message_expression.trim().is_empty() {
+            return None;
+        }
+        let program = self.program(&rule.message_expression)?;
+        match program.execute(ctx) {
+            Ok(cel::Value::String(s)) => {
+                let t = s.trim();
+                (!t.is_empty() && !t.contains('\n') && t.len() <= 5 * 1024).then(|| t.to_string())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A node's value as `field.Error` prints it (a Go `string` quoted, numbers and booleans
+/// plainly, anything else as JSON).
+fn printed(v: &Value) -> String {
+    match v {
+        Value::String(s) => quote(s),
+        Value::Int(i) => i.to_string(),
+        Value::Float(f) => format_float_v(*f),
+        Value::Bool(b) => b.to_string(),
+        other => crate::value::json::to_string(other, crate::value::json::Style::GO),
+    }
+}
+
+/// `fieldErrorForReason`.
+fn field_error(
+    field: String,
+    reason: Option<&str>,
+    value: Option<String>,
+    detail: String,
+) -> FieldError {
+    let (reason, message) = match reason {
+        Some("FieldValueForbidden") => ("FieldValueForbidden", format!("Forbidden: {detail}")),
+        Some("FieldValueRequired") => ("FieldValueRequired", format!("Required value: {detail}")),
+        Some("FieldValueDuplicate") => (
+            "FieldValueDuplicate",
+            match value {
+                Some(v) => format!("Duplicate value: {v}"),
+                None => "Duplicate value".to_string(),
+            },
+        ),
+        _ => (
+            "FieldValueInvalid",
+            match value {
+                Some(v) => format!("Invalid value: {v}: {detail}"),
+                None => format!("Invalid value: {detail}"),
+            },
+        ),
+    };
+    FieldError {
+        field,
+        reason: reason.into(),
+        message,
+        line: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validation::Structural;
+    use crate::value::yaml::parse_one;
+
+    fn schema(rules: &str) -> Structural {
+        let s = format!(
+            "{{type: object, properties: {{spec: {{type: object, properties: {{mode: {{type: string, x-kubernetes-validations: {rules}}}}}}}}}}}"
+        );
+        Structural::from_value(&parse_one(&s).unwrap(), None)
+    }
+
+    fn obj(mode: &str) -> Value {
+        parse_one(&format!(
+            "{{apiVersion: a/v1, kind: K, metadata: {{name: n}}, spec: {{mode: {mode}}}}}"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_rule_that_fails_on_an_unchanged_value_is_ratcheted() {
+        let s = schema("[{rule: \"self != 'legacy'\"}]");
+        let created = evaluate(&obj("legacy"), None, &s);
+        assert_eq!(
+            created.errors[0].to_string(),
+            "spec.mode: Invalid value: \"legacy\": failed rule: self != 'legacy'"
+        );
+        assert!(
+            evaluate(&obj("legacy"), Some(&obj("legacy")), &s)
+                .errors
+                .is_empty()
+        );
+        assert_eq!(
+            evaluate(&obj("legacy"), Some(&obj("new")), &s).errors.len(),
+            1
+        );
+    }
+
+    #[test]
+    fn transition_rules_need_an_old_value_and_optional_ones_are_not_evaluated() {
+        let s = schema("[{rule: self == oldSelf, message: fixed}]");
+        assert!(evaluate(&obj("a"), None, &s).errors.is_empty());
+        assert_eq!(evaluate(&obj("b"), Some(&obj("a")), &s).errors.len(), 1);
+        let s = schema(
+            "[{rule: \"!oldSelf.hasValue() || self == oldSelf.value()\", optionalOldSelf: true}]",
+        );
+        let o = evaluate(&obj("b"), Some(&obj("a")), &s);
+        assert!(o.errors.is_empty());
+        assert!(
+            o.not_evaluated[0].contains("optionalOldSelf"),
+            "{:?}",
+            o.not_evaluated
+        );
+    }
+
+    #[test]
+    fn kubernetes_library_functions_are_not_evaluated() {
+        let s = schema("[{rule: isURL(self)}]");
+        let o = evaluate(&obj("x"), None, &s);
+        assert!(o.errors.is_empty());
+        assert!(
+            o.not_evaluated[0].starts_with("spec.mode: rule \"isURL(self)\" not evaluated"),
+            "{:?}",
+            o.not_evaluated
+        );
+    }
+
+    #[test]
+    fn old_self_inside_a_string_is_no_transition_rule() {
+        let r = |rule: &str| Rule {
+            rule: rule.into(),
+            ..Rule::default()
+        };
+        assert!(r("self == oldSelf").uses_old_self());
+        assert!(r("oldSelf.x == self.x").uses_old_self());
+        assert!(!r("self == 'oldSelf'").uses_old_self());
+        assert!(!r("self.oldSelfish == 1").uses_old_self());
+        assert!(!r("self == \"a\\\"oldSelf\"").uses_old_self());
+    }
+}
