@@ -925,3 +925,96 @@ fn check_against_an_authenticating_service() {
     assert!(!stderr(&o).contains("wrong-token"));
     drop(svc);
 }
+
+/// Immutable fields (`examples/immutable`): each refused change next to a look-alike the
+/// apiserver allows; refusals carry the server's 422 message and the manifest line of the
+/// field, in JSON and SARIF; the process exits 1; the Secret's values appear nowhere.
+#[test]
+fn immutable_field_changes_are_refused_and_look_alikes_are_not() {
+    let args = [
+        "check",
+        "--snapshot",
+        "examples/immutable/cluster",
+        "-n",
+        "shop",
+        "--field-manager",
+        "helm",
+        "examples/immutable/release",
+    ];
+    let mut json_args = args.to_vec();
+    json_args.extend(["-o", "json"]);
+    let o = fieldguard(&json_args);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(!stdout(&o).contains("Y2VydA") && !stdout(&o).contains("a2V5"));
+    let report = json_of(&o);
+    let objects = report["objects"].as_array().unwrap();
+    let verdict = |kind: &str, name: &str| -> &Value {
+        objects
+            .iter()
+            .find(|x| x["kind"] == kind && x["name"] == name)
+            .unwrap_or_else(|| panic!("{kind} {name}"))
+    };
+    for (kind, name) in [
+        ("Deployment", "web"),
+        ("StatefulSet", "db"),
+        ("Job", "migrate"),
+        ("Service", "legacy"),
+        ("PersistentVolumeClaim", "scratch"),
+        ("ConfigMap", "settings"),
+        ("Secret", "tls"),
+        ("RoleBinding", "readers"),
+    ] {
+        assert_eq!(verdict(kind, name)["verdict"], "rejected", "{kind} {name}");
+    }
+    for (kind, name) in [
+        ("Deployment", "api"),
+        ("StatefulSet", "cache"),
+        ("CronJob", "report"),
+        ("Service", "web"),
+        ("PersistentVolumeClaim", "uploads"),
+        ("RoleBinding", "writers"),
+    ] {
+        assert_eq!(
+            verdict(kind, name)["verdict"],
+            "configured",
+            "{kind} {name}"
+        );
+    }
+    let web = verdict("Deployment", "web");
+    assert_eq!(
+        web["message"],
+        r#"Deployment.apps "web" is invalid: spec.selector: Invalid value: {"matchLabels":{"app":"web","tier":"frontend"}}: field is immutable"#
+    );
+    assert_eq!(
+        web["rejections"][0],
+        serde_json::json!({"field": "spec.selector", "reason": "FieldValueInvalid", "line": 9,
+               "message": r#"Invalid value: {"matchLabels":{"app":"web","tier":"frontend"}}: field is immutable"#})
+    );
+    assert_eq!(
+        verdict("Secret", "tls")["message"],
+        r#"Secret "tls" is invalid: type: Invalid value: "kubernetes.io/tls": field is immutable"#
+    );
+    assert!(
+        verdict("Job", "migrate")["notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("internal type")
+    );
+    assert_eq!(report["summary"]["rejected"], 8);
+    // SARIF: one result per refusal, at the field's line.
+    let mut sarif_args = args.to_vec();
+    sarif_args.extend(["-o", "sarif"]);
+    let s = fieldguard(&sarif_args);
+    validate("sarif", &s.stdout);
+    let sarif = json_of(&s);
+    let results = sarif["runs"][0]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 8);
+    let role_ref = results
+        .iter()
+        .find(|r| r["message"]["text"].as_str().unwrap().contains("roleRef"))
+        .unwrap();
+    assert_eq!(
+        role_ref["locations"][0]["physicalLocation"]["region"]["startLine"],
+        160
+    );
+}
