@@ -1001,6 +1001,20 @@ fn immutable_field_changes_are_refused_and_look_alikes_are_not() {
             .contains("internal type")
     );
     assert_eq!(report["summary"]["rejected"], 8);
+    // A hook Job with a new image: Helm deletes and creates it, never patches it.
+    let hook = verdict("Job", "db-migrate");
+    assert_eq!(hook["verdict"], "created");
+    assert_eq!(
+        hook["hook"],
+        serde_json::json!({"events": ["pre-install", "pre-upgrade"], "weight": -5,
+                           "deletePolicies": ["before-hook-creation"]})
+    );
+    assert!(
+        hook["notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("deleted and this one created")
+    );
     // SARIF: one result per refusal, at the field's line.
     let mut sarif_args = args.to_vec();
     sarif_args.extend(["-o", "sarif"]);

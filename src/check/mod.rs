@@ -299,6 +299,9 @@ pub struct ObjectReport {
     /// What else the apply does that the verdict does not say.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The object is a Helm hook (`helm.sh/hook`): its events, weight and delete policies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hook: Option<crate::manifest::hooks::Hook>,
     /// Why the object cannot be applied (verdict `invalid`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -410,7 +413,18 @@ pub fn run_until(
     let mut objects = Vec::with_capacity(targets.len());
     for (i, t) in targets.iter().enumerate() {
         deadline.check()?;
-        let mut o = check_one(t, live.get(&t.object_ref), opts);
+        // A Helm hook is deleted and created again (its default delete policy), never
+        // patched: predicted as a creation, and said to be a hook.
+        let hook = crate::manifest::hooks::Hook::of(&t.doc.object);
+        let current = live.get(&t.object_ref);
+        let mut o = match &hook {
+            Some(h) if h.recreated() => check_one(t, None, opts),
+            _ => check_one(t, current, opts),
+        };
+        if let Some(h) = hook {
+            o.notes.insert(0, h.note(current.is_some()));
+            o.hook = Some(h);
+        }
         if o.live_origin.is_some() {
             o.live_origin = live.origins.get(&t.object_ref).cloned();
         }
@@ -543,6 +557,7 @@ pub fn check_one(t: &Target, live: Option<&Value>, opts: &Options) -> ObjectRepo
         rejections: vec![],
         not_evaluated: vec![],
         notes: vec![],
+        hook: None,
         error: None,
         origin: doc.origin.clone(),
         object_ref: t.object_ref.clone(),

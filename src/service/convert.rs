@@ -184,6 +184,12 @@ pub fn object(o: &ObjectReport, cluster: &str) -> pb::ObjectPrediction {
             .collect(),
         not_evaluated: o.not_evaluated.clone(),
         notes: o.notes.clone(),
+        hook: o.hook.as_ref().map(|h| pb::Hook {
+            events: h.events.clone(),
+            unknown_events: h.unknown_events.clone(),
+            weight: h.weight,
+            delete_policies: h.delete_policies.clone(),
+        }),
     }
 }
 
@@ -226,6 +232,12 @@ pub fn object_back(o: &pb::ObjectPrediction) -> ObjectReport {
             .collect(),
         not_evaluated: o.not_evaluated.clone(),
         notes: o.notes.clone(),
+        hook: o.hook.as_ref().map(|h| crate::manifest::hooks::Hook {
+            events: h.events.clone(),
+            unknown_events: h.unknown_events.clone(),
+            weight: h.weight,
+            delete_policies: h.delete_policies.clone(),
+        }),
         error: None,
         origin: Origin {
             file: Arc::from(o.file.as_str()),
