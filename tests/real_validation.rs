@@ -229,14 +229,7 @@ async fn cel_rules_equal_the_servers() {
             false,
             0,
         );
-        let answer = write(
-            &api,
-            http::Method::PATCH,
-            &format!("{url}?fieldManager=author"),
-            "application/apply-patch+yaml",
-            &m,
-        )
-        .await;
+        let answer = apply(&api, &url, &m).await;
         let skipped = p.not_evaluated.iter().any(|n| n.contains("isURL"));
         match (&answer, &p.verdict) {
             (Ok(_), Verdict::Created | Verdict::Configured) => {
@@ -277,6 +270,42 @@ async fn cel_rules_equal_the_servers() {
     println!(
         "CEL rules: {refused} refusals and {accepted} acceptances equal to the server's; not evaluated: {not_evaluated:?}"
     );
+    // ValidateObjectMetaUpdate: a uid the manifest sets that is not the object's.
+    let m = json!({"apiVersion": "rules.fieldguard.test/v1", "kind": "Rulebook",
+                   "metadata": {"name": "rules", "namespace": NAMESPACE,
+                                "uid": "00000000-0000-4000-8000-000000000000"},
+                   "spec": spec});
+    let live = get(&api, &url).await;
+    let p = predict(
+        &mut catalog,
+        NAMESPACE,
+        live.as_ref(),
+        &m,
+        "author",
+        false,
+        0,
+    );
+    let r = apply(&api, &url, &m)
+        .await
+        .expect_err("the server accepted another uid");
+    assert_eq!(p.verdict, Verdict::Rejected, "{:?}", p.message);
+    assert_eq!(
+        (r.code, Some(r.message.as_str())),
+        (422, p.message.as_deref())
+    );
+}
+
+/// A server-side apply of `m` at `url` by the manager `author`.
+async fn apply(api: &fieldguard::live::api::Api, url: &str, m: &Value) -> support::realapi::Answer {
+    let url = format!("{url}?fieldManager=author");
+    write(
+        api,
+        http::Method::PATCH,
+        &url,
+        "application/apply-patch+yaml",
+        m,
+    )
+    .await
 }
 
 /// JSON merge patch (`null` removes).

@@ -347,14 +347,7 @@ fn claim(u: &Update) -> Vec<FieldError> {
             "field can not be less than status.capacity",
         ));
     }
-    let mode = ["spec", "volumeMode"];
-    if str_at(u.old, &mode) != str_at(u.new, &mode) {
-        errs.push(invalid(
-            "volumeMode",
-            &render::json_str(str_at(u.new, &mode)),
-            FIELD_IMMUTABLE,
-        ));
-    }
+    errs.extend(volume_mode(u));
     // VolumeAttributesClass is on (GA since 1.34).
     let vac = ["spec", "volumeAttributesClassName"];
     if let Some(old_vac) = u.old_at(&vac).and_then(Value::as_str) {
@@ -424,14 +417,7 @@ fn volume(u: &Update) -> Vec<FieldError> {
             "spec.persistentvolumesource is immutable after creation",
         ));
     }
-    let mode = ["spec", "volumeMode"];
-    if str_at(u.old, &mode) != str_at(u.new, &mode) {
-        errs.push(invalid(
-            "volumeMode",
-            &render::json_str(str_at(u.new, &mode)),
-            FIELD_IMMUTABLE,
-        ));
-    }
+    errs.extend(volume_mode(u));
     // validatePvNodeAffinity: set once; afterwards only beta topology keys may become GA.
     let affinity = ["spec", "nodeAffinity"];
     if let Some(old) = u.old_at(&affinity) {
@@ -569,6 +555,18 @@ fn node_affinity(v: Option<&Value>) -> Value {
     let mut m = crate::value::Map::new();
     m.insert("Required", Value::Map(sel));
     Value::Map(m)
+}
+
+/// A claim's or a volume's `volumeMode` changed (reported at `volumeMode`, as upstream does).
+fn volume_mode(u: &Update) -> Option<FieldError> {
+    let mode = ["spec", "volumeMode"];
+    (str_at(u.old, &mode) != str_at(u.new, &mode)).then(|| {
+        invalid(
+            "volumeMode",
+            &render::json_str(str_at(u.new, &mode)),
+            FIELD_IMMUTABLE,
+        )
+    })
 }
 
 const WHEN_IMMUTABLE: &str = "field is immutable when `immutable` is set";
