@@ -160,7 +160,13 @@ impl Walk {
     fn program(&mut self, src: &str) -> Option<Arc<cel::Program>> {
         self.programs
             .entry(src.to_string())
-            .or_insert_with(|| cel::Program::compile(src).ok().map(Arc::new))
+            .or_insert_with(|| {
+                // Rules are input: a parser that panics on one is a rule not evaluated.
+                std::panic::catch_unwind(|| cel::Program::compile(src).ok())
+                    .ok()
+                    .flatten()
+                    .map(Arc::new)
+            })
             .clone()
     }
 
@@ -246,7 +252,13 @@ impl Walk {
             if let Some(p) = &previous {
                 ctx.add_variable_from_value("oldSelf", p.clone());
             }
-            let failed = match program.execute(&ctx) {
+            let run =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| program.execute(&ctx)));
+            let Ok(result) = run else {
+                self.skipped(path, rule, "the evaluator failed");
+                continue;
+            };
+            let failed = match result {
                 Ok(cel::Value::Bool(true)) => continue,
                 Ok(cel::Value::Bool(false)) => None,
                 Ok(_) => {
@@ -313,7 +325,8 @@ impl Walk {
             return None;
         }
         let program = self.program(&rule.message_expression)?;
-        match program.execute(ctx) {
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| program.execute(ctx)));
+        match run.ok()? {
             Ok(cel::Value::String(s)) => {
                 let t = s.trim();
                 (!t.is_empty() && !t.contains('\n') && t.len() <= 5 * 1024).then(|| t.to_string())
