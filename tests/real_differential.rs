@@ -18,7 +18,7 @@
 mod support;
 
 use support::judge::{compare, contents, predict, stamped};
-use support::realapi::{get, with_crd, write};
+use support::realapi::{delete, get, with_crd, write};
 
 use fieldguard::live::api::Api;
 use fieldguard::predict::Verdict;
@@ -474,14 +474,7 @@ async fn emptied_maps_are_rejected_and_ownership_only_applies_are_writes() {
     };
     let name = "scenario";
     let url = object_url(name);
-    let _ = write(
-        &api,
-        http::Method::DELETE,
-        &url,
-        "application/json",
-        &json!({}),
-    )
-    .await;
+    delete(&api, &url).await;
     let apply = |manager: &str| format!("{url}?fieldManager={manager}");
     let ctype = "application/apply-patch+yaml";
     // kubectl-edit (a merge patch) creates the empty map and owns it (`f:labels: {}`); ops

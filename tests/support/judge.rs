@@ -114,12 +114,7 @@ pub fn compare(p: &Prediction, before: Option<&Value>, answer: &Answer) -> Vec<S
         (Verdict::Rejected, Err(r)) if r.code == 422 => {
             // The server lists several errors in Go map order (it varies between requests):
             // the causes are compared as a set, the message when there is one cause.
-            let mut predicted: Vec<(String, String, String)> = p
-                .rejections
-                .iter()
-                .map(|e| (e.field.clone(), e.reason.clone(), e.message.clone()))
-                .collect();
-            predicted.sort();
+            let predicted = causes(p);
             if predicted != r.causes {
                 out.push(format!(
                     "422 causes: predicted {predicted:?}, server {:?}",
@@ -184,5 +179,17 @@ pub fn compare(p: &Prediction, before: Option<&Value>, answer: &Answer) -> Vec<S
             }
         }
     }
+    out
+}
+
+/// A prediction's refusal causes as (field, reason, message), sorted as the tests sort the
+/// server's.
+pub fn causes(p: &Prediction) -> Vec<(String, String, String)> {
+    let mut out: Vec<(String, String, String)> = p
+        .rejections
+        .iter()
+        .map(|e| (e.field.clone(), e.reason.clone(), e.message.clone()))
+        .collect();
+    out.sort();
     out
 }

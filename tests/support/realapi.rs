@@ -440,3 +440,15 @@ pub async fn with_crd(
         .unwrap();
     Some((api, catalog))
 }
+
+/// Deletes the object at `url` (gone already is fine).
+pub async fn delete(api: &Api, url: &str) {
+    let _ = write(
+        api,
+        http::Method::DELETE,
+        url,
+        "application/json",
+        &serde_json::json!({}),
+    )
+    .await;
+}
