@@ -47,6 +47,8 @@ fn request(text: &str) -> Request {
         migrate_from: vec![],
         wait: None,
         poll: Duration::from_millis(50),
+        driver: fieldguard::apply::storage::Driver::Secret,
+        hook_timeout: Duration::from_secs(5),
     }
 }
 

@@ -1,11 +1,14 @@
 //! Applying releases: server-side apply with selective force, structured 409s and optimistic
 //! locking (`ssa`); client-side apply with three-way patches (`client_side`); Helm 4's HIP-0023
-//! method rules and revision records (`release`); CSA→SSA migration (`migrate`); waiting for
+//! method rules and revision records (`release`) kept where `HELM_DRIVER` says (`storage`); CSA→SSA migration (`migrate`); waiting for
 //! workloads (`wait`); and the release run that ties them together (`run`).
 
 pub mod client_side;
+pub mod hooks;
 pub mod migrate;
 pub mod release;
 pub mod run;
 pub mod ssa;
+pub mod storage;
+pub mod uninstall;
 pub mod wait;

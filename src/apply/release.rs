@@ -82,6 +82,9 @@ pub struct Revision {
     /// Per-object results (kind, namespace/name, result), fieldguard records only.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub results: Vec<ObjectResult>,
+    /// The hooks this revision ran, with their last run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<super::hooks::HookRun>,
 }
 
 /// The outcome for one object, as recorded.
@@ -134,13 +137,32 @@ fn secret_data(secret: &Value, key: &str) -> Result<Vec<u8>, String> {
 
 /// Reads a Helm release Secret (`sh.helm.release.v1.<name>.v<N>`).
 pub fn decode_helm(secret: &Value) -> Result<Revision, String> {
-    let inner = secret_data(secret, "release")?;
+    decode_helm_body(&secret_data(secret, "release")?)
+}
+
+/// Reads a Helm release body: base64 of gzip'd JSON, as the SQL driver's `body` column and a
+/// ConfigMap's `data.release` hold it (a Secret base64-encodes it once more).
+pub fn decode_helm_body(inner: &[u8]) -> Result<Revision, String> {
     let packed = B64
         .decode(inner.trim_ascii())
         .map_err(|e| format!("release is not base64: {e}"))?;
     let text = gunzip_if(packed)?;
     let rel = json::parse(&text).map_err(|e| format!("release JSON: {e}"))?;
     let s = |p: &[&str]| rel.str_at(p).unwrap_or("").to_string();
+    // Helm keeps hooks apart from the manifest; a rollback runs the target revision's hooks,
+    // so they are read back into it (they carry their `helm.sh/hook` annotation).
+    let mut manifest = s(&["manifest"]);
+    for h in rel
+        .get_path(&["hooks"])
+        .and_then(Value::as_list)
+        .unwrap_or(&[])
+    {
+        if let Some(m) = h.str_at(&["manifest"]) {
+            manifest.push_str("\n---\n");
+            manifest.push_str(m);
+            manifest.push('\n');
+        }
+    }
     let revision = match rel.get_path(&["version"]) {
         Some(Value::Int(v)) if *v > 0 && *v <= u32::MAX as i64 => *v as u32,
         _ => return Err("release without a version".into()),
@@ -152,17 +174,23 @@ pub fn decode_helm(secret: &Value) -> Result<Revision, String> {
         method: rel.str_at(&["apply_method"]).and_then(Method::parse),
         field_manager: "helm".into(),
         status: s(&["info", "status"]),
-        manifest: s(&["manifest"]),
+        manifest,
         started: s(&["info", "first_deployed"]),
         finished: s(&["info", "last_deployed"]),
         source: Source::Helm,
         results: vec![],
+        hooks: vec![],
     })
 }
 
-/// Reads one of fieldguard's records.
+/// Reads one of fieldguard's record Secrets.
 pub fn decode_own(secret: &Value) -> Result<Revision, String> {
-    let text = gunzip_if(secret_data(secret, "release")?)?;
+    decode_own_body(secret_data(secret, "release")?)
+}
+
+/// Reads the body of one of fieldguard's records (gzip'd JSON).
+pub fn decode_own_body(packed: Vec<u8>) -> Result<Revision, String> {
+    let text = gunzip_if(packed)?;
     let rel = json::parse(&text).map_err(|e| format!("record JSON: {e}"))?;
     let s = |k: &str| rel.str_at(&[k]).unwrap_or("").to_string();
     let revision = match rel.get_path(&["revision"]) {
@@ -179,6 +207,22 @@ pub fn decode_own(secret: &Value) -> Result<Revision, String> {
             result: r.str_at(&["result"]).unwrap_or("").into(),
         })
         .collect();
+    let hooks = rel
+        .get_path(&["hooks"])
+        .and_then(Value::as_list)
+        .unwrap_or(&[])
+        .iter()
+        .map(|h| {
+            let f = |k: &str| h.str_at(&[k]).unwrap_or("").to_string();
+            super::hooks::HookRun {
+                object: f("object"),
+                event: f("event"),
+                phase: f("phase"),
+                started: f("started"),
+                completed: f("completed"),
+            }
+        })
+        .collect();
     Ok(Revision {
         name: s("name"),
         namespace: s("namespace"),
@@ -191,11 +235,70 @@ pub fn decode_own(secret: &Value) -> Result<Revision, String> {
         finished: s("finished"),
         source: Source::Fieldguard,
         results,
+        hooks,
     })
 }
 
 /// The Secret that records `rev` (fieldguard's own format).
 pub fn encode_own(rev: &Revision) -> Value {
+    let secret = format!(
+        r#"{{"apiVersion":"v1","kind":"Secret","type":"{RECORD_TYPE}",
+        "metadata":{{"name":{name},"namespace":{ns},"labels":{labels}}},
+        "data":{{"release":"{data}"}}}}"#,
+        name = quote(&record_name(&rev.name, rev.revision)),
+        ns = quote(&rev.namespace),
+        labels = own_labels(rev),
+        data = B64.encode(own_body(rev)),
+    );
+    json::parse(secret.as_bytes()).unwrap_or(Value::Null)
+}
+
+/// The ConfigMap that records `rev` (`HELM_DRIVER=configmap`): the body base64-encoded.
+pub fn encode_own_configmap(rev: &Revision) -> Value {
+    let cm = format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap",
+        "metadata":{{"name":{name},"namespace":{ns},"labels":{labels}}},
+        "data":{{"release":"{data}"}}}}"#,
+        name = quote(&record_name(&rev.name, rev.revision)),
+        ns = quote(&rev.namespace),
+        labels = own_labels(rev),
+        data = B64.encode(own_body(rev)),
+    );
+    json::parse(cm.as_bytes()).unwrap_or(Value::Null)
+}
+
+/// Reads one of fieldguard's record ConfigMaps.
+pub fn decode_own_configmap(cm: &Value) -> Result<Revision, String> {
+    let text = cm.str_at(&["data", "release"]).ok_or("no data.release")?;
+    decode_own_body(
+        B64.decode(text.trim())
+            .map_err(|e| format!("data.release is not base64: {e}"))?,
+    )
+}
+
+/// Reads a Helm record ConfigMap (`data.release`: base64 of gzip'd JSON).
+pub fn decode_helm_configmap(cm: &Value) -> Result<Revision, String> {
+    decode_helm_body(
+        cm.str_at(&["data", "release"])
+            .ok_or("no data.release")?
+            .as_bytes(),
+    )
+}
+
+/// The `type` of fieldguard's record Secrets and SQL rows.
+pub const RECORD_TYPE: &str = "fieldguard.dev/release.v1";
+
+fn own_labels(rev: &Revision) -> String {
+    format!(
+        r#"{{"app.kubernetes.io/managed-by":"fieldguard","fieldguard.dev/release":{rel},"fieldguard.dev/revision":"{revision}","fieldguard.dev/status":{status}}}"#,
+        rel = quote(&rev.name),
+        revision = rev.revision,
+        status = quote(&rev.status),
+    )
+}
+
+/// The body of fieldguard's record of `rev`: gzip'd JSON.
+pub fn own_body(rev: &Revision) -> Vec<u8> {
     let mut rel = Map::new();
     rel.insert("name", Value::from(rev.name.as_str()));
     rel.insert("namespace", Value::from(rev.namespace.as_str()));
@@ -222,26 +325,32 @@ pub fn encode_own(rev: &Revision) -> Value {
                 .collect(),
         ),
     );
+    rel.insert(
+        "hooks",
+        Value::List(
+            rev.hooks
+                .iter()
+                .map(|h| {
+                    let mut m = Map::new();
+                    for (k, v) in [
+                        ("object", &h.object),
+                        ("event", &h.event),
+                        ("phase", &h.phase),
+                        ("started", &h.started),
+                        ("completed", &h.completed),
+                    ] {
+                        m.insert(k, Value::from(v.as_str()));
+                    }
+                    Value::Map(m)
+                })
+                .collect(),
+        ),
+    );
     let text = json::to_string(&Value::Map(rel), json::Style::PLAIN);
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    let packed = gz
-        .write_all(text.as_bytes())
+    gz.write_all(text.as_bytes())
         .and_then(|_| gz.finish())
-        .unwrap_or_default();
-    let secret = format!(
-        r#"{{"apiVersion":"v1","kind":"Secret","type":"fieldguard.dev/release.v1",
-        "metadata":{{"name":{name},"namespace":{ns},"labels":{{
-          "app.kubernetes.io/managed-by":"fieldguard","fieldguard.dev/release":{rel},
-          "fieldguard.dev/revision":"{revision}","fieldguard.dev/status":{status}}}}},
-        "data":{{"release":"{data}"}}}}"#,
-        name = quote(&record_name(&rev.name, rev.revision)),
-        ns = quote(&rev.namespace),
-        rel = quote(&rev.name),
-        revision = rev.revision,
-        status = quote(&rev.status),
-        data = B64.encode(packed),
-    );
-    json::parse(secret.as_bytes()).unwrap_or(Value::Null)
+        .unwrap_or_default()
 }
 
 fn quote(s: &str) -> String {
@@ -260,26 +369,41 @@ pub struct History {
 impl History {
     /// Builds the history from the Secrets of both kinds.
     pub fn from_secrets(release: &str, helm: &[Value], own: &[Value]) -> History {
+        Self::from_objects(release, helm, decode_helm, own, decode_own)
+    }
+
+    /// Builds the history from record objects (Secrets or ConfigMaps) of both kinds.
+    pub fn from_objects(
+        release: &str,
+        helm: &[Value],
+        decode_helm: fn(&Value) -> Result<Revision, String>,
+        own: &[Value],
+        decode_own: fn(&Value) -> Result<Revision, String>,
+    ) -> History {
         let mut h = History::default();
-        let mut add = |s: &Value, decode: fn(&Value) -> Result<Revision, String>| {
-            let name = s.str_at(&["metadata", "name"]).unwrap_or("?").to_string();
-            match decode(s) {
-                Ok(r) if r.name == release || r.name.is_empty() => {
-                    h.revisions.retain(|x| x.revision != r.revision);
-                    h.revisions.push(r);
-                }
-                Ok(_) => {}
-                Err(e) => h.unreadable.push(format!("{name}: {e}")),
-            }
-        };
+        let name = |s: &Value| s.str_at(&["metadata", "name"]).unwrap_or("?").to_string();
         for s in helm {
-            add(s, decode_helm);
+            h.add(release, &name(s), decode_helm(s));
         }
         for s in own {
-            add(s, decode_own);
+            h.add(release, &name(s), decode_own(s));
         }
         h.revisions.sort_by_key(|r| r.revision);
         h
+    }
+
+    /// Adds one decoded record (call Helm's first: fieldguard's record of the same revision
+    /// wins). Records of other releases are ignored; unreadable ones are listed.
+    pub fn add(&mut self, release: &str, key: &str, decoded: Result<Revision, String>) {
+        match decoded {
+            Ok(r) if r.name == release || r.name.is_empty() => {
+                self.revisions.retain(|x| x.revision != r.revision);
+                self.revisions.push(r);
+                self.revisions.sort_by_key(|r| r.revision);
+            }
+            Ok(_) => {}
+            Err(e) => self.unreadable.push(format!("{key}: {e}")),
+        }
     }
 
     pub fn latest(&self) -> Option<&Revision> {
@@ -389,6 +513,13 @@ mod tests {
                 object: "ConfigMap shop/a".into(),
                 result: "created".into(),
             }],
+            hooks: vec![super::super::hooks::HookRun {
+                object: "Job shop/migrate".into(),
+                event: "pre-upgrade".into(),
+                phase: "Succeeded".into(),
+                started: "t0".into(),
+                completed: "t1".into(),
+            }],
         }
     }
 
@@ -446,6 +577,7 @@ mod tests {
         assert_eq!(back.method, Some(Method::Ssa));
         assert_eq!(back.manifest, r.manifest);
         assert_eq!(back.results, r.results);
+        assert_eq!(back.hooks, r.hooks);
     }
 
     #[test]

@@ -5,17 +5,20 @@
 //! comparison of the prediction with what the server did, and the revision record.
 
 use super::client_side::{self, Action};
+use super::hooks::{self, HookTarget, PhaseRun};
 use super::migrate::{self, Migration};
 use super::release::{
     self, History, Method, ObjectResult, Operation, ReleaseError, Revision, ServerSide,
 };
 use super::ssa::{self, SsaError, SsaOptions};
+use super::storage::{Driver, Store};
 use super::wait::{self, Readiness};
 use crate::catalog::{Catalog, Discovered};
 use crate::check::{self, Force, Target};
 use crate::live::api::{Api, ClusterError, percent_encode};
 use crate::live::{Fetched, ObjectRef};
 use crate::managedfields::entries_from_value;
+use crate::manifest::hooks::Hook;
 use crate::manifest::{self, Document, ManifestError};
 use crate::predict::Verdict;
 use crate::schema::Gvk;
@@ -26,6 +29,8 @@ use std::time::Duration;
 /// Helm's ownership annotations (fieldguard stamps and honours them).
 pub const RELEASE_NAME_ANNOTATION: &str = "meta.helm.sh/release-name";
 pub const RELEASE_NAMESPACE_ANNOTATION: &str = "meta.helm.sh/release-namespace";
+/// The label Helm puts on release objects.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// `keep`: never delete the object when it leaves the release.
 pub const RESOURCE_POLICY_ANNOTATION: &str = "helm.sh/resource-policy";
 /// Comma-separated field paths (`spec.replicas`) set only when the object is created.
@@ -58,6 +63,10 @@ pub struct Request {
     pub wait: Option<Duration>,
     /// How often to poll while waiting.
     pub poll: Duration,
+    /// Where release records are kept (`HELM_DRIVER`).
+    pub driver: Driver,
+    /// How long one hook may take (Helm's `--timeout`, 5m by default).
+    pub hook_timeout: Duration,
 }
 
 /// What happened to one object.
@@ -112,6 +121,10 @@ pub struct ObjectOutcome {
     pub forced_from: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub readiness: Option<String>,
+    /// The hook event this write or deletion ran in (`pre-upgrade`, ...); none for release
+    /// objects.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hook: Option<String>,
 }
 
 impl ObjectOutcome {
@@ -124,10 +137,11 @@ impl ObjectOutcome {
             conflicts: vec![],
             forced_from: vec![],
             readiness: None,
+            hook: None,
         }
     }
 
-    fn with_message(mut self, message: impl Into<String>) -> ObjectOutcome {
+    pub(super) fn with_message(mut self, message: impl Into<String>) -> ObjectOutcome {
         self.message = Some(message.into());
         self
     }
@@ -204,14 +218,14 @@ impl From<ReleaseError> for RunError {
 /// Progress lines for the caller to show.
 pub type Progress<'a> = &'a mut (dyn FnMut(&str) + Send);
 
-fn now_rfc3339() -> String {
+pub(super) fn now_rfc3339() -> String {
     time::OffsetDateTime::now_utc()
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default()
 }
 
 /// URL of the collection and of the object.
-fn urls(api_version: &str, plural: &str, r: &ObjectRef) -> (String, String) {
+pub(super) fn urls(api_version: &str, plural: &str, r: &ObjectRef) -> (String, String) {
     use crate::live::api::resource_path;
     (
         resource_path(api_version, plural, &r.namespace, None),
@@ -219,31 +233,7 @@ fn urls(api_version: &str, plural: &str, r: &ObjectRef) -> (String, String) {
     )
 }
 
-async fn list_secrets(api: &Api, ns: &str, selector: &str) -> Result<Vec<Value>, ClusterError> {
-    let path = format!(
-        "{}?labelSelector={}",
-        crate::live::api::resource_path("v1", "secrets", ns, None),
-        percent_encode(selector)
-    );
-    Ok(api
-        .get_json(&path)
-        .await?
-        .and_then(|l| {
-            l.get_path(&["items"])
-                .and_then(Value::as_list)
-                .map(<[Value]>::to_vec)
-        })
-        .unwrap_or_default())
-}
-
-/// Reads a release's history (Helm's records and fieldguard's).
-pub async fn history(api: &Api, release: &str, ns: &str) -> Result<History, ClusterError> {
-    let helm = list_secrets(api, ns, &release::helm_selector(release)).await?;
-    let own = list_secrets(api, ns, &release::own_selector(release)).await?;
-    Ok(History::from_secrets(release, &helm, &own))
-}
-
-fn parse_manifest(text: &str, name: &str) -> Result<Vec<Document>, Vec<ManifestError>> {
+pub(super) fn parse_manifest(text: &str, name: &str) -> Result<Vec<Document>, Vec<ManifestError>> {
     let mut loaded = manifest::load(&[], &mut std::io::empty());
     manifest::parse_into(&std::sync::Arc::from(name), text.as_bytes(), &mut loaded);
     if loaded.errors.is_empty() {
@@ -253,11 +243,16 @@ fn parse_manifest(text: &str, name: &str) -> Result<Vec<Document>, Vec<ManifestE
     }
 }
 
-fn annotation<'v>(obj: &'v Value, key: &str) -> Option<&'v str> {
+pub(super) fn annotation<'v>(obj: &'v Value, key: &str) -> Option<&'v str> {
     obj.str_at(&["metadata", "annotations", key])
 }
 
 fn set_annotation(obj: &mut Value, key: &str, value: &str) {
+    set_metadata(obj, "annotations", key, value)
+}
+
+/// Sets `metadata.<section>.<key>` (`section`: `labels` or `annotations`).
+fn set_metadata(obj: &mut Value, section: &str, key: &str, value: &str) {
     let Some(root) = obj.as_map_mut() else { return };
     if root.get("metadata").and_then(Value::as_map).is_none() {
         root.insert("metadata", Value::Map(Map::new()));
@@ -265,10 +260,10 @@ fn set_annotation(obj: &mut Value, key: &str, value: &str) {
     let Some(meta) = root.get_mut("metadata").and_then(Value::as_map_mut) else {
         return;
     };
-    if meta.get("annotations").and_then(Value::as_map).is_none() {
-        meta.insert("annotations", Value::Map(Map::new()));
+    if meta.get(section).and_then(Value::as_map).is_none() {
+        meta.insert(section, Value::Map(Map::new()));
     }
-    if let Some(a) = meta.get_mut("annotations").and_then(Value::as_map_mut) {
+    if let Some(a) = meta.get_mut(section).and_then(Value::as_map_mut) {
         a.insert(key, Value::from(value));
     }
 }
@@ -372,7 +367,8 @@ fn order_rank(t: &Target) -> u8 {
 #[tracing::instrument(name = "release", skip_all, fields(release = %req.release, namespace = %req.namespace))]
 pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outcome, RunError> {
     let ns = req.namespace.clone();
-    let history = history(api, &req.release, &ns).await?;
+    let store = Store::open(req.driver.clone(), !req.plan_only && !req.dry_run).await?;
+    let history = store.history(api, &req.release, &ns).await?;
     for u in &history.unreadable {
         progress(&format!("warning: unreadable release record {u}"));
     }
@@ -408,8 +404,17 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
             discover_crd(&mut catalog, &d.object);
         }
     }
-    let mut targets = check::resolve(documents, &mut catalog, &ns).map_err(RunError::Invalid)?;
+    let resolved = check::resolve(documents, &mut catalog, &ns).map_err(RunError::Invalid)?;
+    // Hooks are no release objects: they run around them, in their phases.
+    let (hook_list, mut targets): (Vec<Target>, Vec<Target>) = resolved
+        .into_iter()
+        .partition(|t| Hook::of(&t.doc.object).is_some());
     targets.sort_by_key(order_rank);
+    let (pre_event, post_event) = match op {
+        Operation::Install => ("pre-install", "post-install"),
+        Operation::Upgrade => ("pre-upgrade", "post-upgrade"),
+        Operation::Rollback(_) => ("pre-rollback", "post-rollback"),
+    };
 
     // Live objects and their URLs.
     let mut paths: HashMap<ObjectRef, (String, String)> = HashMap::new();
@@ -432,6 +437,43 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
         }
         paths.insert(t.object_ref.clone(), (coll, obj));
     }
+    let mut hooks: Vec<HookTarget> = Vec::new();
+    for t in hook_list {
+        let Some(hook) = Hook::of(&t.doc.object) else {
+            continue;
+        };
+        if hook.events.is_empty() || !hook.unknown_events.is_empty() {
+            // Helm 4 drops a document whose hook annotation names an event it does not know.
+            progress(&format!(
+                "warning: {}:{}: {} is not applied: Helm drops a hook with unknown event(s) {:?}",
+                t.doc.origin.file,
+                t.doc.origin.line,
+                t.object_ref,
+                hook.unknown_events.join(",")
+            ));
+            continue;
+        }
+        let Some(d) = catalog.discovered(&t.info.gvk) else {
+            return Err(RunError::Refused(format!(
+                "{} (hook): the cluster does not serve {}",
+                t.object_ref,
+                t.info.gvk.api_version()
+            )));
+        };
+        let (collection, path) = urls(&t.info.gvk.api_version(), &d.plural, &t.object_ref);
+        if let Some(v) = api.get_json(&path).await? {
+            live.objects
+                .insert(t.object_ref.clone(), std::sync::Arc::new(v));
+        }
+        hooks.push(HookTarget {
+            target: t,
+            hook,
+            collection,
+            path,
+        });
+    }
+    let pre_hooks = hooks::of_event(&hooks, pre_event);
+    let post_hooks = hooks::of_event(&hooks, post_event);
 
     // Ownership: never take an object silently. Adopted objects are brought to the manifest's
     // state: their fields are taken over from whoever set them.
@@ -470,6 +512,9 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
     for t in &mut targets {
         set_annotation(&mut t.doc.object, RELEASE_NAME_ANNOTATION, &req.release);
         set_annotation(&mut t.doc.object, RELEASE_NAMESPACE_ANNOTATION, &ns);
+        // Helm's label on release objects (never on hooks): Helm adopts only objects that
+        // carry it, so a release fieldguard installed can be taken on by Helm.
+        set_metadata(&mut t.doc.object, "labels", MANAGED_BY_LABEL, "Helm");
         if let Some(l) = live.objects.get(&t.object_ref) {
             strip_create_only(&mut t.doc.object, l, &req.field_manager);
         }
@@ -506,7 +551,7 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
         force: Force::All,
         ..opts.clone()
     };
-    let report = check::Report {
+    let mut report = check::Report {
         field_manager: opts.field_manager.clone(),
         force: opts.force.clone(),
         source: live.source.clone(),
@@ -522,7 +567,25 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
             })
             .collect(),
     };
-    let invalid = check::invalid_objects(&report, &targets);
+    // Hooks follow, pre-phase then post-phase, in run order.
+    for (event, list) in [(pre_event, &pre_hooks), (post_event, &post_hooks)] {
+        for (i, h) in list.iter().enumerate() {
+            report.objects.push(hooks::predict(
+                h,
+                live.get(&h.target.object_ref),
+                &opts,
+                method,
+                event,
+                (i + 1, list.len()),
+            ));
+        }
+    }
+    let invalid = check::invalid_objects(
+        &report,
+        targets
+            .iter()
+            .chain(pre_hooks.iter().chain(&post_hooks).map(|h| &h.target)),
+    );
     if !invalid.is_empty() {
         return Err(RunError::Invalid(invalid));
     }
@@ -587,10 +650,10 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
         finished: String::new(),
         source: release::Source::Fieldguard,
         results: vec![],
+        hooks: vec![],
     };
-    let records = crate::live::api::resource_path("v1", "secrets", &ns, None);
     if !req.dry_run {
-        write_record(api, &records, &record, true).await?;
+        store.write(api, &record, true).await?;
     }
 
     // Migrations first, each refused if the object changed since the preview.
@@ -627,13 +690,48 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
         }
     }
 
+    // The pre-phase hooks, one at a time.
+    let n = targets.len();
+    let pre_predicted: Vec<check::ObjectReport> =
+        outcome.prediction.objects[n..n + pre_hooks.len()].to_vec();
+    let post_predicted: Vec<check::ObjectReport> =
+        outcome.prediction.objects[n + pre_hooks.len()..].to_vec();
+    let mut hook_runs = Vec::new();
+    if !outcome.objects.iter().any(|o| o.result == Result_::Failed) && !pre_hooks.is_empty() {
+        let phase = PhaseRun {
+            api,
+            req: &req,
+            method,
+            mismatches: &mut outcome.mismatches,
+        }
+        .run(
+            pre_event,
+            &pre_hooks,
+            &pre_predicted.iter().collect::<Vec<_>>(),
+            progress,
+        )
+        .await;
+        outcome.objects.extend(phase.outcomes);
+        hook_runs.extend(phase.runs);
+        if phase.failed {
+            outcome.objects.push(
+                ObjectOutcome::new(format!("{pre_event} hooks"), Result_::Failed).with_message(
+                    format!("{pre_event} hooks failed: the release's objects are not applied"),
+                ),
+            );
+        }
+    }
+
     // Applies, CRDs and Namespaces first.
     let patch_meta = crate::patch::meta::kubernetes(crate::catalog::DEFAULT_KUBERNETES).ok();
     let previous = history.last_applied().map(|r| r.manifest.clone());
     let previous_docs: Vec<Document> = previous
         .as_deref()
         .and_then(|m| parse_manifest(m, "previous revision").ok())
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|d| Hook::of(&d.object).is_none())
+        .collect();
     let mut failed = outcome.objects.iter().any(|o| o.result == Result_::Failed);
     let mut crds_pending = Vec::new();
     for (i, t) in targets.iter().enumerate() {
@@ -757,6 +855,26 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
         .await;
     }
 
+    // The post-phase hooks, once the release's objects are in (and ready, when waited for).
+    if !failed && !post_hooks.is_empty() {
+        let phase = PhaseRun {
+            api,
+            req: &req,
+            method,
+            mismatches: &mut outcome.mismatches,
+        }
+        .run(
+            post_event,
+            &post_hooks,
+            &post_predicted.iter().collect::<Vec<_>>(),
+            progress,
+        )
+        .await;
+        outcome.objects.extend(phase.outcomes);
+        hook_runs.extend(phase.runs);
+        failed |= phase.failed;
+    }
+
     outcome.status = if req.dry_run {
         "dry-run".into()
     } else if failed {
@@ -771,6 +889,7 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
     if !req.dry_run {
         record.status = outcome.status.clone();
         record.finished = now_rfc3339();
+        record.hooks = hook_runs;
         record.results = outcome
             .objects
             .iter()
@@ -779,9 +898,9 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
                 result: o.result.as_str().into(),
             })
             .collect();
-        write_record(api, &records, &record, false).await?;
+        store.write(api, &record, false).await?;
         if !failed {
-            supersede(api, &records, &history, revision).await;
+            supersede(api, &store, &history, revision).await;
         }
     }
     Ok(outcome)
@@ -805,45 +924,12 @@ fn skipped(object: String) -> ObjectOutcome {
     ObjectOutcome::new(object, Result_::Skipped)
 }
 
-fn failure(object: String, message: String) -> ObjectOutcome {
+pub(super) fn failure(object: String, message: String) -> ObjectOutcome {
     ObjectOutcome::new(object, Result_::Failed).with_message(message)
 }
 
-async fn write_record(
-    api: &Api,
-    records: &str,
-    rev: &Revision,
-    create: bool,
-) -> Result<(), RunError> {
-    let body = json::to_string(&release::encode_own(rev), json::Style::PLAIN).into_bytes();
-    let res = if create {
-        api.write(http::Method::POST, records, "application/json", body)
-            .await
-    } else {
-        let url = format!(
-            "{records}/{}",
-            release::record_name(&rev.name, rev.revision)
-        );
-        api.write(http::Method::PUT, &url, "application/json", body)
-            .await
-    };
-    res.map(|_| ()).map_err(|e| match e {
-        // The apiserver answered: a refusal (no permission to write Secrets there, a quota),
-        // not an unreachable cluster.
-        Ok(s) if s.code < 500 => RunError::Refused(format!(
-            "cannot record revision {} of {} (a Secret in {records}): {} ({})",
-            rev.revision, rev.name, s.message, s.code
-        )),
-        Ok(s) => RunError::Cluster(format!(
-            "cannot record revision {} of {}: {} ({})",
-            rev.revision, rev.name, s.message, s.code
-        )),
-        Err(c) => RunError::Cluster(c.message),
-    })
-}
-
 /// Marks earlier deployed fieldguard records superseded (Helm's records are never rewritten).
-async fn supersede(api: &Api, records: &str, history: &History, current: u32) {
+async fn supersede(api: &Api, store: &Store, history: &History, current: u32) {
     for r in &history.revisions {
         if r.source == release::Source::Fieldguard
             && r.revision != current
@@ -851,7 +937,7 @@ async fn supersede(api: &Api, records: &str, history: &History, current: u32) {
         {
             let mut r = r.clone();
             r.status = "superseded".into();
-            if let Err(e) = write_record(api, records, &r, false).await {
+            if let Err(e) = store.write(api, &r, false).await {
                 tracing::warn!("{e}");
             }
         }
@@ -859,7 +945,7 @@ async fn supersede(api: &Api, records: &str, history: &History, current: u32) {
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn apply_ssa(
+pub(super) async fn apply_ssa(
     api: &Api,
     path: &str,
     t: &Target,

@@ -619,7 +619,10 @@ pub fn check_one(t: &Target, live: Option<&Value>, opts: &Options) -> ObjectRepo
 
 /// The objects of `report` that cannot be applied, as located problems (the field an engine
 /// error names is looked up in the manifest for its line). `targets` are the report's, in order.
-pub fn invalid_objects(report: &Report, targets: &[Target]) -> Vec<ManifestError> {
+pub fn invalid_objects<'t>(
+    report: &Report,
+    targets: impl IntoIterator<Item = &'t Target>,
+) -> Vec<ManifestError> {
     report
         .objects
         .iter()

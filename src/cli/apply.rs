@@ -73,6 +73,9 @@ pub struct ApplyArgs {
     /// complete), up to this long (e.g. 300s, 5m).
     #[arg(long, value_name = "DURATION", num_args = 0..=1, default_missing_value = "5m", value_parser = parse_duration)]
     pub wait: Option<Duration>,
+    /// How long one hook may take, waiting for its Job or Pod included (Helm's `--timeout`).
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub timeout: Duration,
     /// Output of the prediction and the results.
     #[arg(short = 'o', long, value_enum, default_value = "text")]
     pub output: Output,
@@ -90,7 +93,7 @@ pub enum Output {
     Json,
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(super) fn parse_duration(s: &str) -> Result<Duration, String> {
     let (num, unit) = s
         .find(|c: char| !c.is_ascii_digit())
         .map_or((s, "s"), |i| (&s[..i], &s[i..]));
@@ -171,6 +174,10 @@ pub fn run(args: ApplyArgs) -> ExitCode {
         .or_else(|| cluster.default_namespace())
         .unwrap_or_else(|| "default".into());
     let req_namespace = namespace.clone();
+    let driver = match crate::apply::storage::Driver::from_env() {
+        Ok(d) => d,
+        Err(e) => return super::usage_error(&e.0),
+    };
     let req = Request {
         release: args.release.clone(),
         namespace,
@@ -187,11 +194,13 @@ pub fn run(args: ApplyArgs) -> ExitCode {
         migrate_from: args.migrate_from.clone(),
         wait: args.wait,
         poll: Duration::from_secs(2),
+        driver,
+        hook_timeout: args.timeout,
     };
     let mut progress = |line: &str| eprintln!("{line}");
     let result = rt.block_on(run::run(cluster.api(), req, &mut progress));
     match result {
-        Ok(outcome) => finish(&outcome, &args),
+        Ok(outcome) => finish(&outcome, args.output),
         Err(RunError::Invalid(errors)) => invalid(&errors, &args),
         Err(RunError::Refused(m)) => {
             if args.output == Output::Json {
@@ -229,8 +238,8 @@ fn invalid(errors: &[manifest::ManifestError], args: &ApplyArgs) -> ExitCode {
     super::check::invalid_input(errors, format)
 }
 
-fn finish(o: &Outcome, args: &ApplyArgs) -> ExitCode {
-    let text = match args.output {
+pub(super) fn finish(o: &Outcome, output: Output) -> ExitCode {
+    let text = match output {
         Output::Json => {
             let prediction = report::render(&o.prediction, Format::Json, false);
             let mut v = serde_json::to_value(o).unwrap_or_default();
@@ -261,10 +270,15 @@ fn finish(o: &Outcome, args: &ApplyArgs) -> ExitCode {
 
 fn summary(o: &Outcome) -> String {
     let mut s = format!(
-        "\nrelease {} (namespace {}): {} as revision {}, {} apply: {}\n",
+        "\nrelease {} (namespace {}): {} {} revision {}, {} apply: {}\n",
         o.release,
         o.namespace,
         o.operation,
+        if o.operation == "uninstall" {
+            "of"
+        } else {
+            "as"
+        },
         o.revision,
         o.method.as_str(),
         o.status
@@ -278,6 +292,9 @@ fn summary(o: &Outcome) -> String {
     }
     for x in &o.objects {
         s.push_str(&format!("  {:<14} {}", x.result.as_str(), x.object));
+        if let Some(h) = &x.hook {
+            s.push_str(&format!(" ({h} hook)"));
+        }
         if !x.forced_from.is_empty() {
             s.push_str(&format!(
                 " (fields taken from {})",

@@ -13,6 +13,7 @@ mod progress;
 mod remote;
 mod replay;
 mod serve;
+mod uninstall;
 
 use crate::manifest::ManifestError;
 use clap::{Parser, Subcommand};
@@ -68,6 +69,11 @@ pub enum Command {
     /// HIP-0023 rules; CRDs first, dropped objects deleted, revisions recorded.
     #[command(after_help = APPLY_EXIT_CODES)]
     Apply(apply::ApplyArgs),
+    /// Uninstall a release as Helm 4 does: pre-delete hooks, its objects deleted in Helm's
+    /// uninstall order (`helm.sh/resource-policy: keep` honoured), post-delete hooks, its records
+    /// purged (or kept with --keep-history).
+    #[command(after_help = APPLY_EXIT_CODES)]
+    Uninstall(uninstall::UninstallArgs),
     /// Show an object with each line annotated by the field managers that own it.
     #[command(after_help = VIEW_EXIT_CODES)]
     Blame(ownership::BlameArgs),
@@ -95,6 +101,7 @@ pub fn run() -> ExitCode {
     match cli.command {
         Command::Check(a) => check::run(a),
         Command::Apply(a) => apply::run(a),
+        Command::Uninstall(a) => uninstall::run(a),
         Command::Blame(a) => ownership::blame(a),
         Command::Managers(a) => ownership::managers(a),
         Command::Replay(a) => replay::run(a),

@@ -1,5 +1,6 @@
 //! Helm hooks: an object is a hook iff it carries the `helm.sh/hook` annotation (a comma list
-//! of events, trimmed and lower-cased; Helm ignores events it does not know). A hook is no
+//! of events, trimmed and lower-cased; Helm 4 drops a document that names an event it does not
+//! know). A hook is no
 //! release object: Helm runs it around the release's objects and, under the default delete
 //! policy `before-hook-creation`, deletes the previous one and creates it again — it is never
 //! a patch of the live hook (helm/helm `pkg/action/hooks.go`, `pkg/release/v1/util/
@@ -29,7 +30,7 @@ const EVENTS: &[&str] = &[
 pub struct Hook {
     /// The events it runs on, as Helm reads them.
     pub events: Vec<String>,
-    /// Events Helm does not know (ignored by Helm).
+    /// Events Helm does not know (Helm 4 then drops the whole document).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unknown_events: Vec<String>,
     pub weight: i64,
@@ -113,7 +114,7 @@ impl Hook {
         };
         if !self.unknown_events.is_empty() {
             s.push_str(&format!(
-                "; unknown event(s) {} ignored by Helm",
+                "; unknown event(s) {}: Helm 4 drops this document, it is never applied",
                 self.unknown_events.join(", ")
             ));
         }

@@ -79,6 +79,7 @@ fn result_of(o: &Outcome, cluster: &str) -> pb::ApplyResult {
                 message: x.message.clone().unwrap_or_default(),
                 forced_from: x.forced_from.clone(),
                 readiness: x.readiness.clone().unwrap_or_default(),
+                hook: x.hook.clone().unwrap_or_default(),
             })
             .collect(),
         migrations: o
@@ -238,6 +239,9 @@ impl Releases for ReleasesService {
             migrate_from: req.migrate_from,
             wait: (req.wait_seconds > 0).then(|| Duration::from_secs(req.wait_seconds as u64)),
             poll: Duration::from_secs(2),
+            driver: crate::apply::storage::Driver::from_env()
+                .map_err(|e| Status::failed_precondition(e.0))?,
+            hook_timeout: Duration::from_secs(300),
         };
         // Bounded: a caller that stops reading cannot grow the queue. Progress lines beyond
         // it are dropped (and counted in the next line that gets through); the result is

@@ -4,6 +4,7 @@
 pub mod fake_apiserver;
 pub mod fake_writes;
 pub mod grpc_raw;
+pub mod helm4;
 pub mod judge;
 pub mod process;
 pub mod proxy;

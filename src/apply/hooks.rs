@@ -1,0 +1,507 @@
+//! Running Helm hooks as Helm 4 runs them (helm/helm `pkg/action/hooks.go`): the hooks of one
+//! event, ordered by weight, then name (a stable sort over hooks already in kind install order:
+//! Helm 4's code, where the docs say weight, kind, name), one at a time. Per hook: delete the
+//! previous one under `before-hook-creation` (the default policy), write it with the release's
+//! method (server-side apply without force, or a create), wait for Jobs (Complete/Failed) and
+//! Pods (Succeeded/Failed) — every other kind is done once written. A failed hook fails the phase:
+//! it is deleted under `hook-failed`, and hooks that succeeded before it under `hook-succeeded`.
+//! After a phase that succeeded, `hook-succeeded` hooks are deleted in reverse order. CRD hooks
+//! are never deleted. Hooks are no release objects: never stamped with the release's
+//! annotations, never adopted, never pruned.
+
+use super::run::{ObjectOutcome, Progress, Request, Result_};
+use crate::check::{self, Target};
+use crate::live::api::Api;
+use crate::manifest::hooks::Hook;
+use crate::value::Value;
+
+/// Helm's kind order for installs (`releaseutil.InstallOrder`); other kinds come after, by name.
+pub const INSTALL_ORDER: &[&str] = &[
+    "PriorityClass",
+    "Namespace",
+    "NetworkPolicy",
+    "ResourceQuota",
+    "LimitRange",
+    "PodSecurityPolicy",
+    "PodDisruptionBudget",
+    "ServiceAccount",
+    "Secret",
+    "SecretList",
+    "ConfigMap",
+    "StorageClass",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "CustomResourceDefinition",
+    "ClusterRole",
+    "ClusterRoleList",
+    "ClusterRoleBinding",
+    "ClusterRoleBindingList",
+    "Role",
+    "RoleList",
+    "RoleBinding",
+    "RoleBindingList",
+    "Service",
+    "DaemonSet",
+    "Pod",
+    "ReplicationController",
+    "ReplicaSet",
+    "Deployment",
+    "HorizontalPodAutoscaler",
+    "StatefulSet",
+    "Job",
+    "CronJob",
+    "IngressClass",
+    "Ingress",
+    "APIService",
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+];
+
+/// Sort key of a kind in install order (`lessByKind`: known kinds by rank, unknown ones last,
+/// alphabetically).
+pub fn kind_rank(kind: &str) -> (usize, String) {
+    match INSTALL_ORDER.iter().position(|k| *k == kind) {
+        Some(i) => (i, String::new()),
+        None => (INSTALL_ORDER.len(), kind.to_string()),
+    }
+}
+
+/// A hook of the run: the object, its annotations read, its URLs.
+#[derive(Debug)]
+pub struct HookTarget {
+    pub target: Target,
+    pub hook: Hook,
+    pub collection: String,
+    pub path: String,
+}
+
+impl HookTarget {
+    fn is_crd(&self) -> bool {
+        self.target.info.gvk.kind == "CustomResourceDefinition"
+    }
+    fn deletes_on(&self, policy: &str) -> bool {
+        !self.is_crd() && self.hook.delete_policies.iter().any(|p| p == policy)
+    }
+}
+
+/// The hooks that run on `event`, in the order Helm 4 runs them (`hooks` in manifest order).
+pub fn of_event<'h>(hooks: &'h [HookTarget], event: &str) -> Vec<&'h HookTarget> {
+    let mut out: Vec<&HookTarget> = hooks
+        .iter()
+        .filter(|h| h.hook.events.iter().any(|e| e == event))
+        .collect();
+    out.sort_by_key(|h| kind_rank(&h.target.info.gvk.kind));
+    out.sort_by(|a, b| {
+        (a.hook.weight, &a.target.object_ref.name).cmp(&(b.hook.weight, &b.target.object_ref.name))
+    });
+    out
+}
+
+/// What running `h` in `event` will do (`nth`: its place in the phase), as a prediction: a
+/// recreated hook is a creation, never a patch of the live one.
+pub fn predict(
+    h: &HookTarget,
+    live: Option<&Value>,
+    opts: &check::Options,
+    method: super::release::Method,
+    event: &str,
+    nth: (usize, usize),
+) -> check::ObjectReport {
+    use super::release::Method;
+    let recreated = h.hook.recreated() && !h.is_crd();
+    let mut o = check::check_one(&h.target, if recreated { None } else { live }, opts);
+    let how = match (method, recreated, live.is_some()) {
+        (_, _, false) => "created".to_string(),
+        (_, true, true) => {
+            "the live one is deleted (before-hook-creation), then this one is created".into()
+        }
+        (Method::Ssa, false, true) => {
+            "applied onto the live one (no before-hook-creation): server-side without force, so it can conflict".into()
+        }
+        (Method::Csa, false, true) => {
+            o.verdict = crate::predict::Verdict::Rejected;
+            let plural = h.collection.rsplit('/').next().unwrap_or("");
+            let group = &h.target.info.gvk.group;
+            let resource = if group.is_empty() {
+                plural.to_string()
+            } else {
+                format!("{plural}.{group}")
+            };
+            let m = format!(
+                "{resource} {:?} already exists",
+                h.target.object_ref.name
+            );
+            o.message = Some(m.clone());
+            format!("a create (client-side), refused: the live one is in the way ({m})")
+        }
+    };
+    o.notes.insert(
+        0,
+        format!(
+            "{event} hook, {} of {} (weight {}): {how}",
+            nth.0, nth.1, h.hook.weight
+        ),
+    );
+    o.hook = Some(h.hook.clone());
+    o
+}
+
+/// The record of one hook's last run (Helm's `last_run`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HookRun {
+    pub object: String,
+    pub event: String,
+    /// `Succeeded` or `Failed`.
+    pub phase: String,
+    pub started: String,
+    pub completed: String,
+}
+
+/// What a phase did.
+#[derive(Default)]
+pub struct Phase {
+    pub outcomes: Vec<ObjectOutcome>,
+    pub runs: Vec<HookRun>,
+    pub failed: bool,
+}
+
+fn hook_outcome(h: &HookTarget, event: &str, result: Result_) -> ObjectOutcome {
+    let mut o = ObjectOutcome::new(h.target.object_ref.to_string(), result);
+    o.hook = Some(event.to_string());
+    o
+}
+
+/// Where a written hook stands (Helm 4's status readers for Jobs and Pods).
+fn hook_readiness(group: &str, kind: &str, obj: &Value) -> Option<Result<(), String>> {
+    let cond = |t: &str| {
+        obj.get_path(&["status", "conditions"])
+            .and_then(Value::as_list)
+            .unwrap_or(&[])
+            .iter()
+            .any(|c| c.str_at(&["type"]) == Some(t) && c.str_at(&["status"]) == Some("True"))
+    };
+    let int = |p: &[&str]| match obj.get_path(p) {
+        Some(Value::Int(i)) => *i,
+        _ => 0,
+    };
+    match (group, kind) {
+        ("batch", "Job") => {
+            let completions = match obj.get_path(&["spec", "completions"]) {
+                Some(Value::Int(i)) => *i,
+                _ => 1,
+            };
+            if cond("Failed") {
+                Some(Err(format!(
+                    "Job Failed. failed: {}/{completions}",
+                    int(&["status", "failed"])
+                )))
+            } else if cond("Complete") {
+                Some(Ok(()))
+            } else {
+                None
+            }
+        }
+        ("", "Pod") => match obj.str_at(&["status", "phase"]) {
+            Some("Succeeded") => Some(Ok(())),
+            Some("Failed") => Some(Err(format!(
+                "pod {} failed",
+                obj.str_at(&["metadata", "name"]).unwrap_or("")
+            ))),
+            _ => None,
+        },
+        _ => Some(Ok(())),
+    }
+}
+
+/// Deletes a hook (background propagation) and waits until it is gone; `Ok(false)`: it was not
+/// there.
+async fn delete(api: &Api, h: &HookTarget, req: &Request) -> Result<bool, String> {
+    let mut url = format!("{}?propagationPolicy=Background", h.path);
+    if req.dry_run {
+        url.push_str("&dryRun=All");
+    }
+    match api
+        .write(http::Method::DELETE, &url, "application/json", Vec::new())
+        .await
+    {
+        Ok(_) => {}
+        Err(Ok(s)) if s.code == 404 => return Ok(false),
+        Err(Ok(s)) => return Err(format!("{}: {}", s.code, s.message)),
+        Err(Err(e)) => return Err(e.message),
+    }
+    if req.dry_run {
+        return Ok(true);
+    }
+    let deadline = tokio::time::Instant::now() + req.hook_timeout;
+    loop {
+        match api.get_json(&h.path).await {
+            Ok(None) => return Ok(true),
+            Ok(Some(_)) if tokio::time::Instant::now() >= deadline => {
+                return Err(format!(
+                    "still exists {}s after its deletion",
+                    req.hook_timeout.as_secs()
+                ));
+            }
+            Ok(Some(_)) => tokio::time::sleep(req.poll).await,
+            Err(e) => return Err(e.message),
+        }
+    }
+}
+
+/// Writes one hook with the release's method: server-side apply without force, or a create.
+async fn write(
+    api: &Api,
+    h: &HookTarget,
+    predicted: &check::ObjectReport,
+    live: Option<&Value>,
+    method: super::release::Method,
+    req: &Request,
+    mismatches: &mut Vec<String>,
+) -> ObjectOutcome {
+    if method == super::release::Method::Ssa {
+        return super::run::apply_ssa(
+            api,
+            &h.path,
+            &h.target,
+            live,
+            predicted,
+            req,
+            check::Force::None,
+            mismatches,
+        )
+        .await;
+    }
+    let name = h.target.object_ref.to_string();
+    let mut url = h.collection.clone();
+    if req.dry_run {
+        url.push_str("?dryRun=All");
+    }
+    let body =
+        crate::value::json::to_string(&h.target.doc.object, crate::value::json::Style::PLAIN);
+    match api
+        .write(
+            http::Method::POST,
+            &url,
+            "application/json",
+            body.into_bytes(),
+        )
+        .await
+    {
+        Ok(_) => ObjectOutcome::new(name, Result_::Created),
+        Err(Ok(s)) => ObjectOutcome::new(name, Result_::Failed)
+            .with_message(format!("{}: {}", s.code, s.message)),
+        Err(Err(e)) => ObjectOutcome::new(name, Result_::Failed).with_message(e.message),
+    }
+}
+
+/// Waits for a written hook until it succeeds or fails, or `req.hook_timeout` passes.
+async fn wait(api: &Api, h: &HookTarget, req: &Request) -> Result<(), String> {
+    let gvk = &h.target.info.gvk;
+    if req.dry_run || hook_readiness(&gvk.group, &gvk.kind, &Value::Null) == Some(Ok(())) {
+        return Ok(());
+    }
+    let deadline = tokio::time::Instant::now() + req.hook_timeout;
+    loop {
+        match api.get_json(&h.path).await {
+            Ok(Some(o)) => {
+                if let Some(r) = hook_readiness(&gvk.group, &gvk.kind, &o) {
+                    return r;
+                }
+            }
+            Ok(None) => return Err("the hook disappeared while it ran".into()),
+            Err(e) => tracing::warn!("waiting for hook {}: {}", h.target.object_ref, e.message),
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!(
+                "not done within {}s (the hook timeout)",
+                req.hook_timeout.as_secs()
+            ));
+        }
+        tokio::time::sleep(req.poll).await;
+    }
+}
+
+/// The context a phase runs in.
+pub struct PhaseRun<'a> {
+    pub api: &'a Api,
+    pub req: &'a Request,
+    pub method: super::release::Method,
+    pub mismatches: &'a mut Vec<String>,
+}
+
+impl PhaseRun<'_> {
+    /// Runs the hooks of `event` (`predicted`: the prediction of each, in the same order).
+    pub async fn run(
+        &mut self,
+        event: &str,
+        hooks: &[&HookTarget],
+        predicted: &[&check::ObjectReport],
+        progress: Progress<'_>,
+    ) -> Phase {
+        let mut phase = Phase::default();
+        let mut done: Vec<&HookTarget> = Vec::new();
+        for (h, p) in hooks.iter().zip(predicted) {
+            let name = h.target.object_ref.to_string();
+            let started = super::run::now_rfc3339();
+            // The previous hook object goes first (before-hook-creation).
+            let mut live = self.api.get_json(&h.path).await.ok().flatten();
+            if live.is_some() && h.deletes_on("before-hook-creation") {
+                match delete(self.api, h, self.req).await {
+                    Ok(_) => {
+                        progress(&format!(
+                            "{event} hook {name}: deleted (before-hook-creation)"
+                        ));
+                        phase.outcomes.push(
+                            hook_outcome(h, event, Result_::Deleted)
+                                .with_message("before-hook-creation"),
+                        );
+                        live = None;
+                    }
+                    Err(m) => {
+                        phase.outcomes.push(
+                            hook_outcome(h, event, Result_::Failed)
+                                .with_message(format!("deleting the previous hook: {m}")),
+                        );
+                        phase.failed = true;
+                        break;
+                    }
+                }
+            }
+            let mut o = write(
+                self.api,
+                h,
+                p,
+                live.as_ref(),
+                self.method,
+                self.req,
+                self.mismatches,
+            )
+            .await;
+            o.hook = Some(event.to_string());
+            let written = matches!(
+                o.result,
+                Result_::Created
+                    | Result_::Configured
+                    | Result_::Unchanged
+                    | Result_::OwnershipOnly
+            );
+            let verdict = if written {
+                wait(self.api, h, self.req).await
+            } else {
+                Err(o
+                    .message
+                    .clone()
+                    .unwrap_or_else(|| o.result.as_str().into()))
+            };
+            progress(&format!("{event} hook {name}: {}", o.result.as_str()));
+            let ok = verdict.is_ok();
+            if let Err(m) = &verdict
+                && written
+            {
+                o.result = Result_::Failed;
+                o.message = Some(format!("hook failed: {m}"));
+            }
+            phase.runs.push(HookRun {
+                object: name,
+                event: event.to_string(),
+                phase: if ok { "Succeeded" } else { "Failed" }.into(),
+                started,
+                completed: super::run::now_rfc3339(),
+            });
+            phase.outcomes.push(o);
+            if !ok {
+                phase.failed = true;
+                if h.deletes_on("hook-failed") {
+                    self.delete_after(h, event, "hook-failed", &mut phase, progress)
+                        .await;
+                }
+                for d in done.iter().rev() {
+                    if d.deletes_on("hook-succeeded") {
+                        self.delete_after(d, event, "hook-succeeded", &mut phase, progress)
+                            .await;
+                    }
+                }
+                return phase;
+            }
+            done.push(h);
+        }
+        if !phase.failed {
+            for d in done.iter().rev() {
+                if d.deletes_on("hook-succeeded") {
+                    self.delete_after(d, event, "hook-succeeded", &mut phase, progress)
+                        .await;
+                }
+            }
+        }
+        phase
+    }
+
+    /// Deletes a hook after it ran, by `policy` (a failure is reported, not fatal: Helm logs it).
+    async fn delete_after(
+        &self,
+        h: &HookTarget,
+        event: &str,
+        policy: &str,
+        phase: &mut Phase,
+        progress: Progress<'_>,
+    ) {
+        let name = h.target.object_ref.to_string();
+        let o = match delete(self.api, h, self.req).await {
+            Ok(_) => hook_outcome(h, event, Result_::Deleted).with_message(policy),
+            Err(m) => hook_outcome(h, event, Result_::Kept)
+                .with_message(format!("{policy}: the deletion failed: {m}")),
+        };
+        progress(&format!(
+            "{event} hook {name}: {} ({policy})",
+            o.result.as_str()
+        ));
+        phase.outcomes.push(o);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hook_readiness;
+    use crate::value::yaml::parse_one;
+
+    #[test]
+    fn jobs_and_pods_are_waited_for_and_the_rest_is_done_once_written() {
+        let job = |status: &str| {
+            parse_one(&format!("{{spec: {{completions: 2}}, status: {status}}}")).unwrap()
+        };
+        assert_eq!(hook_readiness("batch", "Job", &job("{active: 1}")), None);
+        assert_eq!(
+            hook_readiness(
+                "batch",
+                "Job",
+                &job("{conditions: [{type: Complete, status: 'True'}]}")
+            ),
+            Some(Ok(()))
+        );
+        assert_eq!(
+            hook_readiness(
+                "batch",
+                "Job",
+                &job("{failed: 2, conditions: [{type: Failed, status: 'True'}]}")
+            ),
+            Some(Err("Job Failed. failed: 2/2".into()))
+        );
+        let pod = |phase: &str| {
+            parse_one(&format!(
+                "{{metadata: {{name: p}}, status: {{phase: {phase}}}}}"
+            ))
+            .unwrap()
+        };
+        assert_eq!(hook_readiness("", "Pod", &pod("Running")), None);
+        assert_eq!(hook_readiness("", "Pod", &pod("Succeeded")), Some(Ok(())));
+        assert_eq!(
+            hook_readiness("", "Pod", &pod("Failed")),
+            Some(Err("pod p failed".into()))
+        );
+        assert_eq!(
+            hook_readiness("example.com", "Widget", &pod("Running")),
+            Some(Ok(()))
+        );
+    }
+}
