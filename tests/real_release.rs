@@ -30,14 +30,7 @@ struct Env<'a> {
 
 impl Env<'_> {
     fn run(&self, program: &Path, args: &[&str]) -> Output {
-        let o = Command::new(program)
-            .args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env("HELM_DRIVER", "sql")
-            .env("HELM_DRIVER_SQL_CONNECTION_STRING", &self.helm.connection)
-            .env("HOME", &self.dir)
-            .output()
-            .unwrap();
+        let o = self.try_run(program, args);
         assert!(
             o.status.success(),
             "{} {args:?}: {}\n{}",
@@ -46,6 +39,17 @@ impl Env<'_> {
             String::from_utf8_lossy(&o.stderr)
         );
         o
+    }
+
+    fn try_run(&self, program: &Path, args: &[&str]) -> Output {
+        Command::new(program)
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HELM_DRIVER", "sql")
+            .env("HELM_DRIVER_SQL_CONNECTION_STRING", &self.helm.connection)
+            .env("HOME", &self.dir)
+            .output()
+            .unwrap()
     }
 
     fn helm(&self, args: &[&str]) -> Output {
@@ -201,34 +205,36 @@ async fn records(connection: &str, ns: &str, owner: &str) -> Vec<(i32, String)> 
     rows.iter().map(|r| (r.get(0), r.get(1))).collect()
 }
 
-/// A step: its name, Helm's command, the values fieldguard renders with, fieldguard's flags.
-type Step<'a> = (&'a str, Vec<&'a str>, Vec<&'a str>, Vec<&'a str>);
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn helm_and_fieldguard_run_hooks_and_releases_alike() {
-    let Some(server) = support::realapi::shared_server() else {
-        return;
-    };
-    let Some(helm) = support::helm4::shared_helm() else {
-        return;
-    };
+/// The real server with the CRD of `tests/data/realapi/CRD` installed, and Helm with its
+/// database; `None` when the real tier is not built (and not required).
+async fn setup(crd: &str, name: &str) -> Option<(fieldguard::live::api::Api, Env<'static>)> {
+    let server = support::realapi::shared_server()?;
+    let helm = support::helm4::shared_helm()?;
     let api = server.api().await;
-    install_crd(
-        &api,
-        &std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/realapi/steps-crd.yaml"),
-        )
-        .unwrap(),
-    )
-    .await;
-    let dir = std::env::temp_dir().join(format!("fieldguard-real-release-{}", std::process::id()));
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/realapi")
+        .join(crd);
+    install_crd(&api, &std::fs::read_to_string(path).unwrap()).await;
+    let dir = std::env::temp_dir().join(format!("fieldguard-real-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let env = Env {
         helm,
         kubeconfig: server.kubeconfig.clone(),
-        dir: dir.clone(),
+        dir,
     };
+    Some((api, env))
+}
+
+/// A step: its name, Helm's command, the values fieldguard renders with, fieldguard's flags.
+type Step<'a> = (&'a str, Vec<&'a str>, Vec<&'a str>, Vec<&'a str>);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_and_fieldguard_run_hooks_and_releases_alike() {
+    let Some((api, env)) = setup("steps-crd.yaml", "release").await else {
+        return;
+    };
+    let (helm, dir) = (env.helm, env.dir.clone());
     let chart = chart();
     let chart = chart.to_str().unwrap();
 
@@ -325,5 +331,119 @@ async fn helm_and_fieldguard_run_hooks_and_releases_alike() {
             .await
             .is_empty()
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn lock(name: &str, selector: &str, annotations: &str) -> String {
+    format!(
+        "apiVersion: hooks.fieldguard.test/v1\nkind: Lock\nmetadata:\n  name: {name}\n  annotations: {{{annotations}}}\nspec:\n  selector: {selector}\n  size: 1\n---\n"
+    )
+}
+
+async fn uid(api: &fieldguard::live::api::Api, name: &str) -> (String, String) {
+    let o = get(api, &format!("{STEPS}/namespaces/r/locks/{name}"))
+        .await
+        .unwrap();
+    (
+        o["metadata"]["uid"].as_str().unwrap().to_string(),
+        o["spec"]["selector"].as_str().unwrap().to_string(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_immutable_change_recreates_where_asked_and_is_refused_elsewhere() {
+    let Some((api, env)) = setup("locks-crd.yaml", "recreate").await else {
+        return;
+    };
+    let dir = env.dir.clone();
+    let fg = Path::new(env!("CARGO_BIN_EXE_fieldguard"));
+    let write_manifest = |name: &str, text: String| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let asked = "fieldguard.dev/recreate: if-immutable";
+    let v1 = write_manifest("v1.yaml", lock("a", "one", asked) + &lock("b", "one", ""));
+    env.fieldguard(&["apply", "locks", v1.to_str().unwrap(), "-n", "r"]);
+    let (a1, b1) = (uid(&api, "a").await, uid(&api, "b").await);
+
+    // Both selectors change: a asks for recreation, b does not.
+    let v2 = write_manifest("v2.yaml", lock("a", "two", asked) + &lock("b", "two", ""));
+    let v2 = v2.to_str().unwrap();
+    let plan = env.try_run(
+        fg,
+        &["apply", "locks", v2, "-n", "r", "--plan", "-o", "json"],
+    );
+    assert_eq!(
+        plan.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&plan.stderr)
+    );
+    let plan: Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let objects = plan["prediction"]["objects"].as_array().unwrap();
+    let by_name = |n: &str| objects.iter().find(|o| o["name"] == n).unwrap();
+    assert_eq!(by_name("a")["verdict"], "created", "{plan:#}");
+    let note = by_name("a")["notes"][0].as_str().unwrap();
+    assert!(
+        note.starts_with("recreated: the server refuses the update (spec.selector: Invalid value: \"two\": selector is immutable)"),
+        "{note}"
+    );
+    assert!(note.contains("Blast radius: its uid changes"), "{note}");
+    assert_eq!(by_name("b")["verdict"], "rejected", "{plan:#}");
+
+    // Without the flag the release stops before its first write: b would be refused.
+    let refused = env.try_run(fg, &["apply", "locks", v2, "-n", "r"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert_eq!(
+        (uid(&api, "a").await, uid(&api, "b").await),
+        (a1.clone(), b1.clone())
+    );
+
+    // With it, both are deleted and created again: new uids, the new selector.
+    let done = env.fieldguard(&[
+        "apply",
+        "locks",
+        v2,
+        "-n",
+        "r",
+        "--recreate-on-immutable",
+        "-o",
+        "json",
+    ]);
+    let done: Value = serde_json::from_slice(&done.stdout).unwrap();
+    let results: Vec<(String, String)> = done["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["object"].as_str().unwrap().to_string(),
+                o["result"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        results,
+        [
+            (
+                "Lock.hooks.fieldguard.test r/a".to_string(),
+                "deleted".to_string()
+            ),
+            ("Lock.hooks.fieldguard.test r/a".into(), "created".into()),
+            ("Lock.hooks.fieldguard.test r/b".into(), "deleted".into()),
+            ("Lock.hooks.fieldguard.test r/b".into(), "created".into()),
+        ]
+    );
+    assert!(
+        done["mismatches"].as_array().unwrap().is_empty(),
+        "{done:#}"
+    );
+    let (a2, b2) = (uid(&api, "a").await, uid(&api, "b").await);
+    assert!(
+        a2.0 != a1.0 && b2.0 != b1.0,
+        "uids: {a1:?} {a2:?} {b1:?} {b2:?}"
+    );
+    assert_eq!((a2.1.as_str(), b2.1.as_str()), ("two", "two"));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,13 +1,15 @@
 //! Release applies against the fake apiserver on loopback: install, upgrade and rollback with
 //! each method, HIP-0023's `auto`, selective force, `--expect-unchanged` losing a race, CSA→SSA
 //! migration after which a removed field is really removed, deletion of dropped objects,
-//! all-or-nothing validation, adoption, CRDs first, create-only fields, waiting.
+//! all-or-nothing validation, adoption, CRDs first, create-only fields, waiting, hook Jobs waited
+//! for.
 //!
-//! **Protocol only.** Release records are Secrets, which the real apiserver
-//! (`../shared/realapi`) does not serve, so these runs stay on the fake — and the fake computes
-//! server-side applies and patches with fieldguard's own engine. What these tests prove is the
-//! run's order, requests, records and refusals; the outcome of an apply is judged against the
-//! real server (`tests/apply.rs`, `tests/real_differential.rs`).
+//! **Protocol only.** These runs use what the real apiserver (`../shared/realapi`) does not
+//! serve — Secrets as release records, Deployments and Jobs — so they stay on the fake, and the
+//! fake computes server-side applies and patches with fieldguard's own engine. What these tests
+//! prove is the run's order, requests, records and refusals; the outcome of an apply is judged
+//! against the real server (`tests/apply.rs`, `tests/real_differential.rs`), and releases with
+//! hooks by Helm 4 itself (`tests/real_release.rs`).
 
 mod support;
 
@@ -49,6 +51,7 @@ fn request(text: &str) -> Request {
         poll: Duration::from_millis(50),
         driver: fieldguard::apply::storage::Driver::Secret,
         hook_timeout: Duration::from_secs(5),
+        recreate_on_immutable: false,
     }
 }
 
@@ -534,27 +537,10 @@ fn create_only_fields_are_left_to_the_autoscaler() {
 #[test]
 fn wait_tracks_rollouts_and_reports_failures() {
     let server = support::empty_example_cluster();
-    let st = server.state.clone();
-    // A "controller": marks the deployment rolled out once it appears (looking every 10 ms;
-    // 60 s at most, a hang guard).
-    let controller = std::thread::spawn(move || {
-        let until = std::time::Instant::now() + Duration::from_secs(60);
-        while std::time::Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(10));
-            let mut s = st.lock().unwrap();
-            let key = s
-                .objects
-                .keys()
-                .find(|k| k.1 == "deployments" && k.3 == "web")
-                .cloned();
-            if let Some(key) = key {
-                let mut o = s.objects[&key].clone();
-                o["metadata"]["generation"] = json!(1);
-                o["status"] = json!({"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2});
-                s.put(o);
-                return;
-            }
-        }
+    // A "controller": marks the deployment rolled out once it appears.
+    let controller = on_appearance(&server, "deployments", "web", |o| {
+        o["metadata"]["generation"] = json!(1);
+        o["status"] = json!({"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2});
     });
     let mut req = request(DEPLOY);
     req.wait = Some(Duration::from_secs(60));
@@ -590,6 +576,153 @@ fn wait_tracks_rollouts_and_reports_failures() {
         "{web:?}"
     );
     assert_eq!(out.exit_code(), 4);
+}
+
+/// A "controller": once the object `plural`/`name` appears (with no status conditions yet),
+/// changes it (looking every 10 ms; 60 s at most, a hang guard).
+fn on_appearance(
+    server: &FakeApiServer,
+    plural: &'static str,
+    name: &'static str,
+    change: fn(&mut Value),
+) -> std::thread::JoinHandle<()> {
+    let st = server.state.clone();
+    std::thread::spawn(move || {
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        while std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+            let mut s = st.lock().unwrap();
+            let key = s
+                .objects
+                .keys()
+                .find(|k| k.1 == plural && k.3 == name)
+                .cloned();
+            if let Some(key) = key {
+                let mut o = s.objects[&key].clone();
+                if o["status"]["conditions"].is_array() {
+                    continue;
+                }
+                change(&mut o);
+                s.put(o);
+                return;
+            }
+        }
+    })
+}
+
+const MIGRATE_HOOK: &str = "---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: migrate
+  namespace: shop
+  annotations: {helm.sh/hook: 'pre-install,pre-upgrade', helm.sh/hook-delete-policy: 'before-hook-creation,hook-failed'}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: migrate, image: 'migrate:1'}]
+";
+
+/// Protocol only: the fake apiserver merges with fieldguard's own engine.
+#[test]
+fn hook_jobs_are_waited_for_and_a_failed_one_fails_the_release() {
+    let server = support::empty_example_cluster();
+    // Install: the pre-install Job runs before the objects and is waited for until Complete.
+    let controller = on_appearance(&server, "jobs", "migrate", |o| {
+        o["status"] =
+            json!({"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]});
+    });
+    let out = go(&server, request(&format!("{V1}{MIGRATE_HOOK}"))).unwrap();
+    controller.join().unwrap();
+    assert_eq!(out.status, "deployed", "{:?}", out.objects);
+    let order: Vec<(String, &str, Option<&str>)> = out
+        .objects
+        .iter()
+        .map(|o| (o.object.clone(), o.result.as_str(), o.hook.as_deref()))
+        .collect();
+    assert_eq!(
+        order[0],
+        (
+            "Job.batch shop/migrate".into(),
+            "created",
+            Some("pre-install")
+        )
+    );
+    assert!(order[1..].iter().all(|o| o.2.is_none()), "{order:?}");
+    let job = object(&server, "jobs", "migrate").unwrap();
+    assert!(
+        job["metadata"]["annotations"]
+            .get("meta.helm.sh/release-name")
+            .is_none(),
+        "a hook is no release object: {job}"
+    );
+    let rev = record(&server, 1);
+    assert_eq!(rev.hooks.len(), 1);
+    assert_eq!(
+        (rev.hooks[0].event.as_str(), rev.hooks[0].phase.as_str()),
+        ("pre-install", "Succeeded")
+    );
+
+    // Upgrade: the live hook is deleted first (before-hook-creation) and created again; it
+    // fails, so the release fails, nothing else is applied, and hook-failed deletes it.
+    let before = writes(&server).len();
+    let controller = on_appearance(&server, "jobs", "migrate", |o| {
+        o["status"] = json!({"failed": 1, "conditions": [{"type": "Failed", "status": "True"}]});
+    });
+    let out = go(&server, request(&format!("{V2}{MIGRATE_HOOK}"))).unwrap();
+    controller.join().unwrap();
+    assert_eq!(out.status, "failed");
+    assert_eq!(out.exit_code(), 4);
+    let job: Vec<&str> = out
+        .objects
+        .iter()
+        .filter(|o| o.object == "Job.batch shop/migrate")
+        .map(|o| o.result.as_str())
+        .collect();
+    assert_eq!(job, ["deleted", "failed", "deleted"]);
+    assert_eq!(result_of(&out, "settings"), Result_::Skipped);
+    assert_eq!(
+        object(&server, "configmaps", "settings").unwrap()["data"]["mode"],
+        "blue"
+    );
+    assert!(
+        object(&server, "jobs", "migrate").is_none(),
+        "hook-failed deletes it"
+    );
+    let new_writes: Vec<String> = writes(&server)[before..]
+        .iter()
+        .filter(|w| w.contains("/jobs/") || w.contains("/configmaps/"))
+        .cloned()
+        .collect();
+    assert!(
+        new_writes[0].starts_with("DELETE") && new_writes[0].contains("/jobs/migrate"),
+        "{new_writes:?}"
+    );
+    assert!(
+        new_writes[1].starts_with("PATCH") && new_writes[1].contains("/jobs/migrate"),
+        "{new_writes:?}"
+    );
+    assert!(
+        !new_writes.iter().any(|w| w.contains("/configmaps/")),
+        "{new_writes:?}"
+    );
+    let rev = record(&server, 2);
+    assert_eq!(rev.status, "failed");
+    assert_eq!(rev.hooks[0].phase, "Failed");
+    let failed = out
+        .objects
+        .iter()
+        .find(|o| o.result == Result_::Failed)
+        .unwrap();
+    assert!(
+        failed
+            .message
+            .as_deref()
+            .unwrap_or("")
+            .contains("Job Failed. failed: 1/1"),
+        "{failed:?}"
+    );
 }
 
 /// Protocol only: the fake apiserver merges with fieldguard's own engine.

@@ -923,6 +923,94 @@ async fn releases_apply_streams_progress_then_the_result() {
         "{}",
         err.message()
     );
+
+    // Uninstall, planned (nothing written), then done: the object and the records go, as alice.
+    let uninstall = |plan: bool| pb::UninstallRequest {
+        release: "shop".into(),
+        namespace: "shop".into(),
+        plan,
+        ..Default::default()
+    };
+    let result_of = |mut events: tonic::Streaming<pb::ApplyEvent>| async move {
+        let mut result = None;
+        while let Some(ev) = events.message().await.unwrap() {
+            if let Some(pb::apply_event::Event::Result(r)) = ev.event {
+                result = Some(r);
+            }
+        }
+        result.expect("a result")
+    };
+    let writes_before = fresh
+        .requests()
+        .iter()
+        .filter(|q| !q.starts_with("GET "))
+        .count();
+    let planned = result_of(
+        ReleasesClient::new(running.channel.clone())
+            .uninstall(authorized(
+                tonic::Request::new(uninstall(true)),
+                "alice-token",
+            ))
+            .await
+            .unwrap()
+            .into_inner(),
+    )
+    .await;
+    assert_eq!(
+        (planned.operation.as_str(), planned.status.as_str()),
+        ("uninstall", "planned")
+    );
+    assert_eq!(planned.objects[0].message, "would be deleted");
+    assert_eq!(
+        fresh
+            .requests()
+            .iter()
+            .filter(|q| !q.starts_with("GET "))
+            .count(),
+        writes_before
+    );
+    let done = result_of(
+        ReleasesClient::new(running.channel.clone())
+            .uninstall(authorized(
+                tonic::Request::new(uninstall(false)),
+                "alice-token",
+            ))
+            .await
+            .unwrap()
+            .into_inner(),
+    )
+    .await;
+    assert_eq!(done.status, "uninstalled", "{done:?}");
+    assert_eq!(
+        (
+            done.objects[0].object.as_str(),
+            done.objects[0].result.as_str()
+        ),
+        ("ConfigMap shop/settings", "deleted")
+    );
+    let left: Vec<String> = fresh
+        .state
+        .lock()
+        .unwrap()
+        .objects
+        .keys()
+        .filter(|k| k.3 == "settings" || k.3.starts_with("fieldguard.release.v1.shop."))
+        .map(|k| k.3.clone())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert!(
+        fresh
+            .requests()
+            .iter()
+            .any(|q| q == "DELETE /api/v1/namespaces/shop/configmaps/settings as alice"),
+        "deleted as alice"
+    );
+    let audit = std::fs::read_to_string(&audit_file).unwrap();
+    let last: serde_json::Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        (last["operation"].as_str(), last["status"].as_str()),
+        (Some("uninstall"), Some("uninstalled"))
+    );
     running.stop().await;
 }
 

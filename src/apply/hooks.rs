@@ -214,39 +214,17 @@ fn hook_readiness(group: &str, kind: &str, obj: &Value) -> Option<Result<(), Str
     }
 }
 
-/// Deletes a hook (background propagation) and waits until it is gone; `Ok(false)`: it was not
-/// there.
+/// Deletes a hook (background propagation, as Helm) and waits until it is gone.
 async fn delete(api: &Api, h: &HookTarget, req: &Request) -> Result<bool, String> {
-    let mut url = format!("{}?propagationPolicy=Background", h.path);
-    if req.dry_run {
-        url.push_str("&dryRun=All");
-    }
-    match api
-        .write(http::Method::DELETE, &url, "application/json", Vec::new())
-        .await
-    {
-        Ok(_) => {}
-        Err(Ok(s)) if s.code == 404 => return Ok(false),
-        Err(Ok(s)) => return Err(format!("{}: {}", s.code, s.message)),
-        Err(Err(e)) => return Err(e.message),
-    }
-    if req.dry_run {
-        return Ok(true);
-    }
-    let deadline = tokio::time::Instant::now() + req.hook_timeout;
-    loop {
-        match api.get_json(&h.path).await {
-            Ok(None) => return Ok(true),
-            Ok(Some(_)) if tokio::time::Instant::now() >= deadline => {
-                return Err(format!(
-                    "still exists {}s after its deletion",
-                    req.hook_timeout.as_secs()
-                ));
-            }
-            Ok(Some(_)) => tokio::time::sleep(req.poll).await,
-            Err(e) => return Err(e.message),
-        }
-    }
+    super::wait::delete_and_wait(
+        api,
+        &h.path,
+        "Background",
+        req.dry_run,
+        req.hook_timeout,
+        req.poll,
+    )
+    .await
 }
 
 /// Writes one hook with the release's method: server-side apply without force, or a create.

@@ -6,6 +6,7 @@
 pub mod client_side;
 pub mod hooks;
 pub mod migrate;
+pub mod recreate;
 pub mod release;
 pub mod run;
 pub mod ssa;

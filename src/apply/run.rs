@@ -7,6 +7,7 @@
 use super::client_side::{self, Action};
 use super::hooks::{self, HookTarget, PhaseRun};
 use super::migrate::{self, Migration};
+use super::recreate::{self, Decision};
 use super::release::{
     self, History, Method, ObjectResult, Operation, ReleaseError, Revision, ServerSide,
 };
@@ -65,8 +66,11 @@ pub struct Request {
     pub poll: Duration,
     /// Where release records are kept (`HELM_DRIVER`).
     pub driver: Driver,
-    /// How long one hook may take (Helm's `--timeout`, 5m by default).
+    /// How long one hook may take (Helm's `--timeout`, 5m by default); also how long a
+    /// recreated object's deletion may take.
     pub hook_timeout: Duration,
+    /// Recreate objects whose update the server would refuse (immutable fields).
+    pub recreate_on_immutable: bool,
 }
 
 /// What happened to one object.
@@ -567,6 +571,37 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
             })
             .collect(),
     };
+    // Recreation of objects whose update would be refused, where asked (or a Job's default).
+    let mut recreated: BTreeSet<ObjectRef> = BTreeSet::new();
+    let mut bad = Vec::new();
+    for (i, t) in targets.iter().enumerate() {
+        match recreate::decide(
+            t,
+            live.get(&t.object_ref),
+            &mut report.objects[i],
+            req.recreate_on_immutable,
+            &opts,
+        ) {
+            Ok(Decision::Apply) => {}
+            Ok(Decision::Recreate(created)) => {
+                report.objects[i] = *created;
+                recreated.insert(t.object_ref.clone());
+            }
+            Err(m) => bad.push(ManifestError {
+                file: t.doc.origin.file.clone(),
+                doc: Some(t.doc.origin.doc),
+                line: Some(t.doc.origin.line),
+                path: Some(format!(
+                    ".metadata.annotations.{}",
+                    recreate::RECREATE_ANNOTATION
+                )),
+                message: format!("{}: {m}", t.object_ref),
+            }),
+        }
+    }
+    if !bad.is_empty() {
+        return Err(RunError::Invalid(bad));
+    }
     // Hooks follow, pre-phase then post-phase, in run order.
     for (event, list) in [(pre_event, &pre_hooks), (post_event, &post_hooks)] {
         for (i, h) in list.iter().enumerate() {
@@ -746,7 +781,38 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
         }
         let (coll, path) = &paths[&t.object_ref];
         let predicted = &outcome.prediction.objects[i];
-        let live_obj = live.get(&t.object_ref);
+        let mut live_obj = live.get(&t.object_ref);
+        if recreated.contains(&t.object_ref) {
+            let gone = wait::delete_and_wait(
+                api,
+                path,
+                "Background",
+                req.dry_run,
+                req.hook_timeout,
+                req.poll,
+            )
+            .await;
+            let o = match gone {
+                Ok(_) => ObjectOutcome::new(name.clone(), Result_::Deleted)
+                    .with_message("recreated: deleted before it is created again"),
+                Err(m) => failure(
+                    name.clone(),
+                    format!("recreating: the deletion failed: {m}"),
+                ),
+            };
+            progress(&format!("{name}: {} (recreation)", o.result.as_str()));
+            let deleted = o.result == Result_::Deleted;
+            outcome.objects.push(o);
+            if !deleted {
+                failed = true;
+                continue;
+            }
+            if req.dry_run {
+                // The object is still there under a dry run: a creation cannot be tried.
+                continue;
+            }
+            live_obj = None;
+        }
         let o = match method {
             Method::Ssa => {
                 let force = if adopted.contains(&t.object_ref) {

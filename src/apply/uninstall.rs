@@ -239,6 +239,7 @@ pub async fn uninstall(
         poll: req.poll,
         driver: req.driver.clone(),
         hook_timeout: req.timeout,
+        recreate_on_immutable: false,
     };
     let predicted: Vec<check::ObjectReport> = outcome.prediction.objects.clone();
     let (pre_predicted, post_predicted) = predicted.split_at(pre.len());
@@ -328,41 +329,18 @@ pub async fn uninstall(
     Ok(outcome)
 }
 
-/// Deletes one object (background propagation) and waits until it is gone.
+/// Deletes one object (background propagation, as Helm) and waits until it is gone.
 async fn delete_waiting(
     api: &Api,
     name: &str,
     path: &str,
     req: &UninstallRequest,
 ) -> ObjectOutcome {
-    let url = format!("{path}?propagationPolicy=Background");
-    match api
-        .write(http::Method::DELETE, &url, "application/json", Vec::new())
-        .await
+    match super::wait::delete_and_wait(api, path, "Background", false, req.timeout, req.poll).await
     {
-        Ok(_) => {}
-        Err(Ok(s)) if s.code == 404 => {
-            return ObjectOutcome::new(name.into(), Result_::Deleted).with_message("already gone");
-        }
-        Err(Ok(s)) => return run::failure(name.into(), format!("{}: {}", s.code, s.message)),
-        Err(Err(e)) => return run::failure(name.into(), e.message),
-    }
-    let deadline = tokio::time::Instant::now() + req.timeout;
-    loop {
-        match api.get_json(path).await {
-            Ok(None) => return ObjectOutcome::new(name.into(), Result_::Deleted),
-            Ok(Some(_)) if tokio::time::Instant::now() >= deadline => {
-                return run::failure(
-                    name.into(),
-                    format!(
-                        "still exists {}s after its deletion (finalizers?)",
-                        req.timeout.as_secs()
-                    ),
-                );
-            }
-            Ok(Some(_)) => tokio::time::sleep(req.poll).await,
-            Err(e) => return run::failure(name.into(), e.message),
-        }
+        Ok(true) => ObjectOutcome::new(name.into(), Result_::Deleted),
+        Ok(false) => ObjectOutcome::new(name.into(), Result_::Deleted).with_message("already gone"),
+        Err(m) => run::failure(name.into(), m),
     }
 }
 

@@ -147,6 +147,49 @@ pub fn ignore_failure(obj: &Value) -> bool {
     obj.str_at(&["metadata", "annotations", IGNORE_FAILURE_ANNOTATION]) == Some("true")
 }
 
+/// Deletes the object at `path` with `propagation` (`Background`, `Foreground`) and waits until
+/// it is gone, polling every `poll` up to `timeout`. `Ok(false)`: it was not there. A dry run
+/// sends the deletion with `dryRun=All` and does not wait.
+pub async fn delete_and_wait(
+    api: &crate::live::api::Api,
+    path: &str,
+    propagation: &str,
+    dry_run: bool,
+    timeout: std::time::Duration,
+    poll: std::time::Duration,
+) -> Result<bool, String> {
+    let mut url = format!("{path}?propagationPolicy={propagation}");
+    if dry_run {
+        url.push_str("&dryRun=All");
+    }
+    match api
+        .write(http::Method::DELETE, &url, "application/json", Vec::new())
+        .await
+    {
+        Ok(_) => {}
+        Err(Ok(s)) if s.code == 404 => return Ok(false),
+        Err(Ok(s)) => return Err(format!("{}: {}", s.code, s.message)),
+        Err(Err(e)) => return Err(e.message),
+    }
+    if dry_run {
+        return Ok(true);
+    }
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        match api.get_json(path).await {
+            Ok(None) => return Ok(true),
+            Ok(Some(_)) if tokio::time::Instant::now() >= deadline => {
+                return Err(format!(
+                    "still exists {}s after its deletion (finalizers?)",
+                    timeout.as_secs()
+                ));
+            }
+            Ok(Some(_)) => tokio::time::sleep(poll).await,
+            Err(e) => return Err(e.message),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -73,6 +73,12 @@ pub struct ApplyArgs {
     /// complete), up to this long (e.g. 300s, 5m).
     #[arg(long, value_name = "DURATION", num_args = 0..=1, default_missing_value = "5m", value_parser = parse_duration)]
     pub wait: Option<Duration>,
+    /// Recreate objects whose update the server would refuse (an immutable field): delete,
+    /// wait, create — shown in the prediction with what it destroys. StatefulSets, PVCs and PVs
+    /// only when the object itself says `fieldguard.dev/recreate: if-immutable`; Jobs that are
+    /// not hooks recreate without it, as nelm does.
+    #[arg(long)]
+    pub recreate_on_immutable: bool,
     /// How long one hook may take, waiting for its Job or Pod included (Helm's `--timeout`).
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
     pub timeout: Duration,
@@ -196,6 +202,7 @@ pub fn run(args: ApplyArgs) -> ExitCode {
         poll: Duration::from_secs(2),
         driver,
         hook_timeout: args.timeout,
+        recreate_on_immutable: args.recreate_on_immutable,
     };
     let mut progress = |line: &str| eprintln!("{line}");
     let result = rt.block_on(run::run(cluster.api(), req, &mut progress));

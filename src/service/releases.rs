@@ -7,6 +7,7 @@ use super::proto::{self as pb, apply_event::Event};
 use super::{Stores, convert, error};
 use crate::apply::release::ServerSide;
 use crate::apply::run::{self, Outcome, Request as RunRequest, RunError};
+use crate::apply::uninstall::{self, UninstallRequest};
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -143,47 +144,15 @@ impl Releases for ReleasesService {
         &self,
         request: Request<pb::ApplyRequest>,
     ) -> Result<Response<Self::ApplyStream>, Status> {
-        if !self.stores.allow_apply {
-            return Err(error(
-                Code::PermissionDenied,
-                "APPLY_DISABLED",
-                "this service does not apply releases (start it with --allow-apply)",
-                &[],
-            ));
-        }
-        let caller = self.stores.caller(&request).await?;
-        if !caller.may_write() {
-            return Err(error(
-                Code::PermissionDenied,
-                "AUTHENTICATION_REQUIRED",
-                "applies are made as their caller: authenticate with a client certificate or a bearer token",
-                &[],
-            ));
-        }
+        let (caller, cluster, api) = self
+            .gate(
+                &request,
+                &request.get_ref().cluster,
+                &request.get_ref().release,
+                &request.get_ref().namespace,
+            )
+            .await?;
         let mut req = request.into_inner();
-        let (cluster, store) = self.stores.get(&req.cluster)?;
-        let Some(api) = store
-            .api()
-            .map(|a| a.impersonating(&caller.user, &caller.groups))
-        else {
-            return Err(error(
-                Code::FailedPrecondition,
-                "NOT_A_CLUSTER",
-                &format!("{cluster} is a snapshot; releases are applied to clusters"),
-                &[],
-            ));
-        };
-        if req.release.is_empty() || req.namespace.is_empty() {
-            return Err(error(
-                Code::InvalidArgument,
-                "MISSING_FIELD",
-                "release and namespace are required",
-                &[
-                    ("release".into(), "must not be empty".into()),
-                    ("namespace".into(), "must not be empty".into()),
-                ],
-            ));
-        }
         let force = super::analysis::force_of(req.force.as_ref())?;
         // Parsing is work for the blocking pool, within the service's limits.
         let names: Vec<String> = req
@@ -242,18 +211,141 @@ impl Releases for ReleasesService {
             driver: crate::apply::storage::Driver::from_env()
                 .map_err(|e| Status::failed_precondition(e.0))?,
             hook_timeout: Duration::from_secs(300),
+            recreate_on_immutable: req.recreate_on_immutable,
         };
+        let (release, namespace) = (run_req.release.clone(), run_req.namespace.clone());
+        Ok(Response::new(self.spawn_run(
+            caller,
+            cluster,
+            (release, namespace),
+            names,
+            move |mut progress| async move { run::run(&api, run_req, &mut *progress).await },
+        )))
+    }
+
+    type UninstallStream = Events;
+
+    async fn uninstall(
+        &self,
+        request: Request<pb::UninstallRequest>,
+    ) -> Result<Response<Self::UninstallStream>, Status> {
+        let (caller, cluster, api) = self
+            .gate(
+                &request,
+                &request.get_ref().cluster,
+                &request.get_ref().release,
+                &request.get_ref().namespace,
+            )
+            .await?;
+        let req = request.into_inner();
+        let un = UninstallRequest {
+            release: req.release.clone(),
+            namespace: req.namespace.clone(),
+            field_manager: if req.field_manager.is_empty() {
+                "fieldguard".into()
+            } else {
+                req.field_manager
+            },
+            plan_only: req.plan,
+            keep_history: req.keep_history,
+            driver: crate::apply::storage::Driver::from_env()
+                .map_err(|e| Status::failed_precondition(e.0))?,
+            timeout: Duration::from_secs(if req.timeout_seconds > 0 {
+                req.timeout_seconds as u64
+            } else {
+                300
+            }),
+            poll: Duration::from_secs(1),
+        };
+        Ok(Response::new(self.spawn_run(
+            caller,
+            cluster,
+            (req.release, req.namespace),
+            vec![],
+            move |mut progress| async move { uninstall::uninstall(&api, un, &mut *progress).await },
+        )))
+    }
+}
+
+/// What a release run reports progress through.
+type BoxedProgress = Box<dyn FnMut(&str) + Send>;
+
+impl ReleasesService {
+    /// The gate every release write passes: the service applies, the caller is authenticated
+    /// (writes are made as the caller, impersonated), the cluster is one, the release named.
+    async fn gate<T>(
+        &self,
+        request: &Request<T>,
+        cluster: &str,
+        release: &str,
+        namespace: &str,
+    ) -> Result<(super::auth::Caller, String, crate::live::api::Api), Status> {
+        if !self.stores.allow_apply {
+            return Err(error(
+                Code::PermissionDenied,
+                "APPLY_DISABLED",
+                "this service does not apply releases (start it with --allow-apply)",
+                &[],
+            ));
+        }
+        let caller = self.stores.caller(request).await?;
+        if !caller.may_write() {
+            return Err(error(
+                Code::PermissionDenied,
+                "AUTHENTICATION_REQUIRED",
+                "applies are made as their caller: authenticate with a client certificate or a bearer token",
+                &[],
+            ));
+        }
+        let (cluster, store) = self.stores.get(cluster)?;
+        let Some(api) = store
+            .api()
+            .map(|a| a.impersonating(&caller.user, &caller.groups))
+        else {
+            return Err(error(
+                Code::FailedPrecondition,
+                "NOT_A_CLUSTER",
+                &format!("{cluster} is a snapshot; releases are applied to clusters"),
+                &[],
+            ));
+        };
+        if release.is_empty() || namespace.is_empty() {
+            return Err(error(
+                Code::InvalidArgument,
+                "MISSING_FIELD",
+                "release and namespace are required",
+                &[
+                    ("release".into(), "must not be empty".into()),
+                    ("namespace".into(), "must not be empty".into()),
+                ],
+            ));
+        }
+        Ok((caller, cluster, api))
+    }
+
+    /// Runs a release operation in the background: progress lines stream to the caller as
+    /// they happen, the result (or the refusal) last; the audit log records it.
+    fn spawn_run<F, Fut>(
+        &self,
+        who: super::auth::Caller,
+        cluster: String,
+        (release, namespace): (String, String),
+        names: Vec<String>,
+        run: F,
+    ) -> Events
+    where
+        F: FnOnce(BoxedProgress) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<Outcome, RunError>> + Send + 'static,
+    {
         // Bounded: a caller that stops reading cannot grow the queue. Progress lines beyond
         // it are dropped (and counted in the next line that gets through); the result is
         // always delivered.
         let (tx, rx) = tokio::sync::mpsc::channel(PROGRESS_QUEUE);
         let audit = self.stores.audit.clone();
-        let who = caller.clone();
         tokio::spawn(async move {
-            let (release, namespace) = (run_req.release.clone(), run_req.namespace.clone());
             let progress_tx = tx.clone();
             let mut dropped = 0usize;
-            let mut progress = move |line: &str| {
+            let progress = move |line: &str| {
                 let text = if dropped > 0 {
                     format!("({dropped} progress line(s) dropped: the caller reads slowly) {line}")
                 } else {
@@ -266,7 +358,7 @@ impl Releases for ReleasesService {
                     Err(_) => dropped += 1,
                 }
             };
-            let outcome = run::run(&api, run_req, &mut progress).await;
+            let outcome = run(Box::new(progress)).await;
             audit.record(&audit_entry(&who, &cluster, &release, &namespace, &outcome));
             let msg = match outcome {
                 Ok(o) => Ok(pb::ApplyEvent {
@@ -285,8 +377,6 @@ impl Releases for ReleasesService {
             };
             let _ = tx.send(msg).await;
         });
-        Ok(Response::new(Box::pin(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
-        )))
+        Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
     }
 }

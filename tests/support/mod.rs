@@ -28,6 +28,7 @@ pub fn example_resources() -> Vec<Resource> {
         Resource::new("v1", "Secret", "secrets", true, &[]),
         Resource::new("v1", "ConfigMap", "configmaps", true, &[]),
         Resource::new("v1", "Service", "services", true, &["status"]),
+        Resource::new("batch/v1", "Job", "jobs", true, &["status"]),
         Resource::new(
             "apps/v1",
             "Deployment",
