@@ -238,7 +238,7 @@ async fn write(
     mismatches: &mut Vec<String>,
 ) -> ObjectOutcome {
     if method == super::release::Method::Ssa {
-        return super::run::apply_ssa(
+        return super::objects::apply_ssa(
             api,
             &h.path,
             &h.target,

@@ -340,7 +340,7 @@ async fn delete_waiting(
     {
         Ok(true) => ObjectOutcome::new(name.into(), Result_::Deleted),
         Ok(false) => ObjectOutcome::new(name.into(), Result_::Deleted).with_message("already gone"),
-        Err(m) => run::failure(name.into(), m),
+        Err(m) => super::objects::failure(name.into(), m),
     }
 }
 
