@@ -223,6 +223,56 @@ fn helm3_release(server: &FakeApiServer) {
 
 /// Protocol only: the fake apiserver merges with fieldguard's own engine.
 #[test]
+fn the_configmap_driver_reads_helms_records_and_keeps_its_own_in_configmaps() {
+    let server = support::empty_example_cluster();
+    // A Helm 4 release recorded in a ConfigMap (`data.release`: base64 of gzip'd JSON, as
+    // Helm's cfgmaps.go writes it), applied server-side.
+    {
+        use base64::Engine;
+        use std::io::Write;
+        let rel = json!({"name": "shop", "namespace": "shop", "version": 1, "apply_method": "ssa",
+                         "info": {"status": "deployed"}, "manifest": V1});
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(rel.to_string().as_bytes()).unwrap();
+        let body = base64::engine::general_purpose::STANDARD.encode(gz.finish().unwrap());
+        server.state.lock().unwrap().put(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "sh.helm.release.v1.shop.v1", "namespace": "shop",
+                         "labels": {"owner": "helm", "name": "shop", "version": "1", "status": "deployed"}},
+            "data": {"release": body}}));
+    }
+    let mut req = request(V2);
+    req.driver = fieldguard::apply::storage::Driver::ConfigMap;
+    let out = go(&server, req).unwrap();
+    // Helm's record was read: an upgrade to revision 2, by its recorded method; the objects
+    // its manifest had and this one drops are deleted (unless kept).
+    assert_eq!(
+        (out.revision, out.method, out.status.as_str()),
+        (2, Method::Ssa, "deployed")
+    );
+    assert_eq!(result_of(&out, "legacy"), Result_::Deleted);
+    let own = object(&server, "configmaps", "fieldguard.release.v1.shop.v2")
+        .expect("recorded in a ConfigMap");
+    assert_eq!(
+        own["metadata"]["labels"]["fieldguard.dev/status"],
+        "deployed"
+    );
+    let rev = fieldguard::apply::release::decode_own_configmap(
+        &fieldguard::value::json::parse_str(&own.to_string()).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (rev.revision, rev.status.as_str(), rev.manifest.as_str()),
+        (2, "deployed", V2)
+    );
+    assert!(records(&server).is_empty(), "no Secret records");
+    assert!(
+        object(&server, "configmaps", "sh.helm.release.v1.shop.v1").is_some(),
+        "Helm's record is never rewritten"
+    );
+}
+
+/// Protocol only: the fake apiserver merges with fieldguard's own engine.
+#[test]
 fn client_side_upgrade_of_a_helm3_release_follows_auto() {
     let server = support::empty_example_cluster();
     helm3_release(&server);
