@@ -160,10 +160,10 @@ pub struct HookRun {
 
 /// What a phase did.
 #[derive(Default)]
-pub struct Phase {
-    pub outcomes: Vec<ObjectOutcome>,
-    pub runs: Vec<HookRun>,
-    pub failed: bool,
+struct Phase {
+    outcomes: Vec<ObjectOutcome>,
+    runs: Vec<HookRun>,
+    failed: bool,
 }
 
 fn hook_outcome(h: &HookTarget, event: &str, result: Result_) -> ObjectOutcome {
@@ -301,20 +301,56 @@ async fn wait(api: &Api, h: &HookTarget, req: &Request) -> Result<(), String> {
 }
 
 /// The context a phase runs in.
-pub struct PhaseRun<'a> {
+struct PhaseRun<'a> {
+    api: &'a Api,
+    req: &'a Request,
+    method: super::release::Method,
+    mismatches: &'a mut Vec<String>,
+}
+
+/// What runs hooks: the cluster, the run's request, the release's method.
+pub struct Runner<'a> {
     pub api: &'a Api,
     pub req: &'a Request,
     pub method: super::release::Method,
-    pub mismatches: &'a mut Vec<String>,
+}
+
+impl Runner<'_> {
+    /// Runs the hooks of `event` (`predicted`: the prediction of each, in the same order) into
+    /// `outcome` (results, prediction mismatches) and `runs`; true when the phase failed.
+    pub async fn phase(
+        &self,
+        event: &str,
+        hooks: &[&HookTarget],
+        predicted: &[check::ObjectReport],
+        outcome: &mut super::outcome::Outcome,
+        runs: &mut Vec<HookRun>,
+        progress: Progress<'_>,
+    ) -> bool {
+        if hooks.is_empty() {
+            return false;
+        }
+        let phase = PhaseRun {
+            api: self.api,
+            req: self.req,
+            method: self.method,
+            mismatches: &mut outcome.mismatches,
+        }
+        .run(event, hooks, predicted, progress)
+        .await;
+        outcome.objects.extend(phase.outcomes);
+        runs.extend(phase.runs);
+        phase.failed
+    }
 }
 
 impl PhaseRun<'_> {
     /// Runs the hooks of `event` (`predicted`: the prediction of each, in the same order).
-    pub async fn run(
+    async fn run(
         &mut self,
         event: &str,
         hooks: &[&HookTarget],
-        predicted: &[&check::ObjectReport],
+        predicted: &[check::ObjectReport],
         progress: Progress<'_>,
     ) -> Phase {
         let mut phase = Phase::default();

@@ -5,7 +5,7 @@
 //! deletion of dropped objects, waiting for workloads, the post-phase hooks, the comparison of
 //! the prediction with what the server did, and the revision record.
 
-use super::hooks::{self, HookTarget, PhaseRun};
+use super::hooks::{self, HookTarget};
 use super::migrate::{self, Migration};
 use super::objects::{
     apply_csa, apply_ssa, count_apply, delete_dropped, failure, skipped, wait_established, wait_for,
@@ -546,30 +546,29 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
         outcome.prediction.objects[n..n + pre_hooks.len()].to_vec();
     let post_predicted: Vec<check::ObjectReport> =
         outcome.prediction.objects[n + pre_hooks.len()..].to_vec();
+    let hook_runner = hooks::Runner {
+        api,
+        req: &req,
+        method,
+    };
     let mut hook_runs = Vec::new();
-    if !outcome.objects.iter().any(|o| o.result == Result_::Failed) && !pre_hooks.is_empty() {
-        let phase = PhaseRun {
-            api,
-            req: &req,
-            method,
-            mismatches: &mut outcome.mismatches,
-        }
-        .run(
-            pre_event,
-            &pre_hooks,
-            &pre_predicted.iter().collect::<Vec<_>>(),
-            progress,
-        )
-        .await;
-        outcome.objects.extend(phase.outcomes);
-        hook_runs.extend(phase.runs);
-        if phase.failed {
-            outcome.objects.push(
-                ObjectOutcome::new(format!("{pre_event} hooks"), Result_::Failed).with_message(
-                    format!("{pre_event} hooks failed: the release's objects are not applied"),
-                ),
-            );
-        }
+    if !outcome.objects.iter().any(|o| o.result == Result_::Failed)
+        && hook_runner
+            .phase(
+                pre_event,
+                &pre_hooks,
+                &pre_predicted,
+                &mut outcome,
+                &mut hook_runs,
+                progress,
+            )
+            .await
+    {
+        outcome.objects.push(
+            ObjectOutcome::new(format!("{pre_event} hooks"), Result_::Failed).with_message(
+                format!("{pre_event} hooks failed: the release's objects are not applied"),
+            ),
+        );
     }
 
     // Applies, CRDs and Namespaces first.
@@ -737,23 +736,17 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
     }
 
     // The post-phase hooks, once the release's objects are in (and ready, when waited for).
-    if !failed && !post_hooks.is_empty() {
-        let phase = PhaseRun {
-            api,
-            req: &req,
-            method,
-            mismatches: &mut outcome.mismatches,
-        }
-        .run(
-            post_event,
-            &post_hooks,
-            &post_predicted.iter().collect::<Vec<_>>(),
-            progress,
-        )
-        .await;
-        outcome.objects.extend(phase.outcomes);
-        hook_runs.extend(phase.runs);
-        failed |= phase.failed;
+    if !failed {
+        failed |= hook_runner
+            .phase(
+                post_event,
+                &post_hooks,
+                &post_predicted,
+                &mut outcome,
+                &mut hook_runs,
+                progress,
+            )
+            .await;
     }
 
     outcome.status = if req.dry_run {

@@ -5,7 +5,7 @@
 //! `keep_history`, the revision recorded `uninstalled`. Hooks are written with the release's
 //! recorded method (helm/helm#32225), never a hard-coded server-side apply.
 
-use super::hooks::{self, HookTarget, PhaseRun};
+use super::hooks::{self, HookTarget};
 use super::release::{Method, Revision, Source};
 use super::run::{
     self, ObjectOutcome, Outcome, Progress, RESOURCE_POLICY_ANNOTATION, Request, Result_, RunError,
@@ -243,25 +243,21 @@ pub async fn uninstall(
     };
     let predicted: Vec<check::ObjectReport> = outcome.prediction.objects.clone();
     let (pre_predicted, post_predicted) = predicted.split_at(pre.len());
-    let mut failed = false;
-    if !pre.is_empty() {
-        let phase = PhaseRun {
-            api,
-            req: &hook_req,
-            method,
-            mismatches: &mut outcome.mismatches,
-        }
-        .run(
+    let runner = hooks::Runner {
+        api,
+        req: &hook_req,
+        method,
+    };
+    let mut failed = runner
+        .phase(
             "pre-delete",
             &pre,
-            &pre_predicted.iter().collect::<Vec<_>>(),
+            pre_predicted,
+            &mut outcome,
+            &mut record.hooks,
             progress,
         )
         .await;
-        outcome.objects.extend(phase.outcomes);
-        record.hooks.extend(phase.runs);
-        failed = phase.failed;
-    }
     if !failed {
         for (name, path) in &doomed {
             let o = delete_waiting(api, name, path, &req).await;
@@ -270,23 +266,17 @@ pub async fn uninstall(
             outcome.objects.push(o);
         }
     }
-    if !failed && !post.is_empty() {
-        let phase = PhaseRun {
-            api,
-            req: &hook_req,
-            method,
-            mismatches: &mut outcome.mismatches,
-        }
-        .run(
-            "post-delete",
-            &post,
-            &post_predicted.iter().collect::<Vec<_>>(),
-            progress,
-        )
-        .await;
-        outcome.objects.extend(phase.outcomes);
-        record.hooks.extend(phase.runs);
-        failed = phase.failed;
+    if !failed {
+        failed = runner
+            .phase(
+                "post-delete",
+                &post,
+                post_predicted,
+                &mut outcome,
+                &mut record.hooks,
+                progress,
+            )
+            .await;
     }
     record.finished = run::now_rfc3339();
     if failed {

@@ -156,23 +156,9 @@ pub fn run(args: ApplyArgs) -> ExitCode {
         }
         (loaded.documents, text)
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => return super::usage_error(&format!("cannot start the runtime: {e}")),
-    };
-    let cluster = match rt.block_on(Cluster::connect(&ClusterOptions {
-        kubeconfig: args.kubeconfig.clone(),
-        context: args.context.clone(),
-    })) {
+    let (rt, cluster) = match connect(&args.kubeconfig, &args.context) {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(EXIT_UNREACHABLE);
-        }
+        Err(code) => return code,
     };
     let namespace = args
         .namespace
@@ -234,6 +220,28 @@ pub fn run(args: ApplyArgs) -> ExitCode {
             ExitCode::from(EXIT_UNREACHABLE)
         }
     }
+}
+
+/// The runtime and the cluster a release command works on; the exit code when either fails.
+pub(super) fn connect(
+    kubeconfig: &Option<std::path::PathBuf>,
+    context: &Option<String>,
+) -> Result<(tokio::runtime::Runtime, Cluster), ExitCode> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| super::usage_error(&format!("cannot start the runtime: {e}")))?;
+    let cluster = rt
+        .block_on(Cluster::connect(&ClusterOptions {
+            kubeconfig: kubeconfig.clone(),
+            context: context.clone(),
+        }))
+        .map_err(|e| {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_UNREACHABLE)
+        })?;
+    Ok((rt, cluster))
 }
 
 /// Invalid input: located problems on standard error (and as JSON with `-o json`); exit 2.

@@ -5,8 +5,6 @@ use super::apply::{Output, finish};
 use super::{EXIT_INVALID, EXIT_UNREACHABLE, ExitCode};
 use crate::apply::run::RunError;
 use crate::apply::uninstall::{self, UninstallRequest};
-use crate::live::api::ClusterOptions;
-use crate::live::cluster::Cluster;
 use crate::live::state::LiveState;
 use clap::Args;
 use std::time::Duration;
@@ -48,23 +46,9 @@ pub fn run(args: UninstallArgs) -> ExitCode {
         Ok(d) => d,
         Err(e) => return super::usage_error(&e.0),
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => return super::usage_error(&format!("cannot start the runtime: {e}")),
-    };
-    let cluster = match rt.block_on(Cluster::connect(&ClusterOptions {
-        kubeconfig: args.kubeconfig.clone(),
-        context: args.context.clone(),
-    })) {
+    let (rt, cluster) = match super::apply::connect(&args.kubeconfig, &args.context) {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(EXIT_UNREACHABLE);
-        }
+        Err(code) => return code,
     };
     let namespace = args
         .namespace
