@@ -241,22 +241,19 @@ pub fn decode_own_body(packed: Vec<u8>) -> Result<Revision, String> {
 
 /// The Secret that records `rev` (fieldguard's own format).
 pub fn encode_own(rev: &Revision) -> Value {
-    let secret = format!(
-        r#"{{"apiVersion":"v1","kind":"Secret","type":"{RECORD_TYPE}",
-        "metadata":{{"name":{name},"namespace":{ns},"labels":{labels}}},
-        "data":{{"release":"{data}"}}}}"#,
-        name = quote(&record_name(&rev.name, rev.revision)),
-        ns = quote(&rev.namespace),
-        labels = own_labels(rev),
-        data = B64.encode(own_body(rev)),
-    );
-    json::parse(secret.as_bytes()).unwrap_or(Value::Null)
+    own_record(rev, "Secret", &format!(r#","type":"{RECORD_TYPE}""#))
 }
 
-/// The ConfigMap that records `rev` (`HELM_DRIVER=configmap`): the body base64-encoded.
+/// The ConfigMap that records `rev` (`HELM_DRIVER=configmap`): the same body, as text.
 pub fn encode_own_configmap(rev: &Revision) -> Value {
-    let cm = format!(
-        r#"{{"apiVersion":"v1","kind":"ConfigMap",
+    own_record(rev, "ConfigMap", "")
+}
+
+/// A record object of `kind`: `data.release` is the body base64-encoded (a Secret's bytes are
+/// the gzip'd JSON; a ConfigMap holds the same base64 text).
+fn own_record(rev: &Revision, kind: &str, extra: &str) -> Value {
+    let record = format!(
+        r#"{{"apiVersion":"v1","kind":"{kind}"{extra},
         "metadata":{{"name":{name},"namespace":{ns},"labels":{labels}}},
         "data":{{"release":"{data}"}}}}"#,
         name = quote(&record_name(&rev.name, rev.revision)),
@@ -264,7 +261,7 @@ pub fn encode_own_configmap(rev: &Revision) -> Value {
         labels = own_labels(rev),
         data = B64.encode(own_body(rev)),
     );
-    json::parse(cm.as_bytes()).unwrap_or(Value::Null)
+    json::parse(record.as_bytes()).unwrap_or(Value::Null)
 }
 
 /// Reads one of fieldguard's record ConfigMaps.

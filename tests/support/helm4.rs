@@ -3,19 +3,10 @@
 //! the judge of release behaviour against the real apiserver. One database per test binary; a
 //! watchdog stops it when the binary exits.
 
+use super::realapi::{root, shared};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn shared() -> PathBuf {
-    std::env::var_os("FIELDGUARD_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("../shared"))
-}
 
 /// Helm and the database its records (and fieldguard's) go to.
 pub struct Helm4 {

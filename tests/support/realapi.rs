@@ -25,11 +25,13 @@ pub struct RealApi {
     pub port: u16,
 }
 
-fn root() -> PathBuf {
+/// The project root.
+pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn shared() -> PathBuf {
+/// The shared material (`FIELDGUARD_SHARED`, default `../shared`).
+pub fn shared() -> PathBuf {
     std::env::var_os("FIELDGUARD_SHARED")
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("../shared"))
