@@ -56,7 +56,7 @@ fn main() {
             namespace: "default".into(),
             now: 0,
         };
-        let r = check::run(&targets, &s, &opts, &mut |_, _| {});
+        let r = check::run(&targets, &s, &opts, None, &mut |_, _| {});
         t_predict.push(t.elapsed());
         let t = Instant::now();
         let text = report::render(&r, Format::Json, false);

@@ -1009,12 +1009,16 @@ fn immutable_field_changes_are_refused_and_look_alikes_are_not() {
         serde_json::json!({"events": ["pre-install", "pre-upgrade"], "weight": -5,
                            "deletePolicies": ["before-hook-creation"]})
     );
+    assert_eq!(hook["hookEvent"], "pre-upgrade");
+    assert_eq!(report["hooks"]["operation"], "upgrade");
     assert!(
         hook["notes"][0]
             .as_str()
             .unwrap()
-            .contains("deleted and this one created")
+            .contains("the live one is deleted (before-hook-creation), then this one is created")
     );
+    // Hooks run before the release's objects in a pre-phase.
+    assert_eq!(objects[0]["name"], "db-migrate");
     // SARIF: one result per refusal, at the field's line.
     let mut sarif_args = args.to_vec();
     sarif_args.extend(["-o", "sarif"]);

@@ -775,6 +775,156 @@ fn hook_jobs_are_waited_for_and_a_failed_one_fails_the_release() {
     );
 }
 
+/// Protocol only (the fake apiserver plays the Job controller and the kubelet's logs).
+#[test]
+fn a_failed_hook_leaves_its_events_and_the_logs_its_policy_asks_for() {
+    use support::fake_apiserver::Resource;
+    let server = support::empty_example_cluster_with(vec![
+        Resource::new("v1", "Pod", "pods", true, &["status"]),
+        Resource::new("v1", "Event", "events", true, &[]),
+    ]);
+    let hook = MIGRATE_HOOK.replace(
+        "helm.sh/hook-delete-policy: 'before-hook-creation,hook-failed'",
+        "helm.sh/hook-delete-policy: 'before-hook-creation,hook-failed', \
+         helm.sh/hook-output-log-policy: hook-failed",
+    );
+    // The Job's controller: once the Job appears, its pod ran and failed, with events and a
+    // log; `ok` says whether the Job then completes or fails.
+    let controller = |ok: bool| {
+        let st = server.state.clone();
+        std::thread::spawn(move || {
+            let until = std::time::Instant::now() + Duration::from_secs(60);
+            while std::time::Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(10));
+                let mut s = st.lock().unwrap();
+                let key = s
+                    .objects
+                    .keys()
+                    .find(|k| k.1 == "jobs" && k.3 == "migrate")
+                    .cloned();
+                let Some(key) = key else { continue };
+                let mut job = s.objects[&key].clone();
+                if job["status"]["conditions"].is_array() {
+                    continue;
+                }
+                s.put(json!({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "migrate-x7k2p", "namespace": "shop", "labels": {"job-name": "migrate"}},
+                    "spec": {"containers": [{"name": "migrate", "image": "migrate:1"}]}}));
+                let log: String = (1..=600).map(|i| format!("step {i}\n")).collect();
+                s.logs.insert(
+                    ("shop".into(), "migrate-x7k2p".into(), "migrate".into()),
+                    format!("{log}error: relation \"users\" already exists\n"),
+                );
+                for (name, kind, about, reason, at) in [
+                    (
+                        "migrate.1",
+                        "Job",
+                        "migrate",
+                        "SuccessfulCreate",
+                        "2026-11-26T06:00:01Z",
+                    ),
+                    (
+                        "migrate.2",
+                        "Job",
+                        "migrate",
+                        "BackoffLimitExceeded",
+                        "2026-11-26T06:00:09Z",
+                    ),
+                    (
+                        "pod.1",
+                        "Pod",
+                        "migrate-x7k2p",
+                        "BackOff",
+                        "2026-11-26T06:00:05Z",
+                    ),
+                    (
+                        "other.1",
+                        "Pod",
+                        "unrelated",
+                        "BackOff",
+                        "2026-11-26T06:00:06Z",
+                    ),
+                ] {
+                    s.put(json!({"apiVersion": "v1", "kind": "Event",
+                        "metadata": {"name": name, "namespace": "shop"},
+                        "involvedObject": {"kind": kind, "name": about, "namespace": "shop"},
+                        "type": if reason.starts_with("Successful") { "Normal" } else { "Warning" },
+                        "reason": reason, "message": format!("{reason} happened"), "lastTimestamp": at}));
+                }
+                job["status"] = if ok {
+                    json!({"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]})
+                } else {
+                    json!({"failed": 1, "conditions": [{"type": "Failed", "status": "True"}]})
+                };
+                s.put(job);
+                return;
+            }
+        })
+    };
+    // It succeeds: the policy asks for logs on failure only, so none are read.
+    let c = controller(true);
+    let out = go(&server, request(&format!("{V1}{hook}"))).unwrap();
+    c.join().unwrap();
+    assert_eq!(out.status, "deployed", "{:?}", out.objects);
+    assert!(
+        out.objects
+            .iter()
+            .all(|o| o.logs.is_empty() && o.events.is_empty())
+    );
+    assert!(!server.requests().iter().any(|r| r.contains("/log")));
+
+    // It fails: the events about the Job and its pod, in time order, and the pod's log (its
+    // last 500 lines), all read before hook-failed deletes the Job.
+    let c = controller(false);
+    let out = go(&server, request(&format!("{V2}{hook}"))).unwrap();
+    c.join().unwrap();
+    assert_eq!(out.status, "failed");
+    let failed = out
+        .objects
+        .iter()
+        .find(|o| o.result == Result_::Failed)
+        .unwrap();
+    assert_eq!(
+        failed.events,
+        [
+            "Normal SuccessfulCreate Job/migrate: SuccessfulCreate happened",
+            "Warning BackOff Pod/migrate-x7k2p: BackOff happened",
+            "Warning BackoffLimitExceeded Job/migrate: BackoffLimitExceeded happened",
+        ]
+    );
+    assert_eq!(failed.logs.len(), 1);
+    let log = &failed.logs[0];
+    assert_eq!(
+        (log.pod.as_str(), log.container.as_str()),
+        ("migrate-x7k2p", "migrate")
+    );
+    assert!(
+        log.text
+            .ends_with("error: relation \"users\" already exists\n"),
+        "{}",
+        log.text
+    );
+    assert!(
+        log.text.starts_with("step 102\n"),
+        "the last 500 lines: {}",
+        &log.text[..20]
+    );
+    let requests = server.requests();
+    let read = requests
+        .iter()
+        .rposition(|r| r.contains("/pods/migrate-x7k2p/log"))
+        .unwrap();
+    let deleted = requests
+        .iter()
+        .rposition(|r| r.starts_with("DELETE") && r.contains("/jobs/migrate"))
+        .unwrap();
+    assert!(
+        read < deleted,
+        "logs are read before the hook is deleted: {requests:?}"
+    );
+    assert!(object(&server, "jobs", "migrate").is_none());
+}
+
 /// Protocol only: the fake apiserver merges with fieldguard's own engine.
 #[test]
 fn plan_stops_before_writing() {

@@ -289,6 +289,51 @@ async fn predictions_match_the_cli_unary_and_streamed() {
     });
     let f = a.predict_conflicts(forced).await.unwrap().into_inner();
     assert_eq!(f.clusters[0].summary.unwrap().taken_over, 5);
+
+    // Helm hooks: listed per phase for the operation asked, the rest said not to run.
+    let mut hooked = request();
+    hooked.operation = "upgrade".into();
+    hooked.manifests.push(pb::Manifest {
+        name: "hooks.yaml".into(),
+        content: b"apiVersion: batch/v1
+kind: Job
+metadata: {name: migrate, annotations: {helm.sh/hook: pre-upgrade}}
+spec: {template: {spec: {restartPolicy: Never, containers: [{name: m, image: 'm:1'}]}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: checkout-test, annotations: {helm.sh/hook: test}}
+spec: {containers: [{name: t, image: 't:1'}]}
+"
+        .to_vec(),
+    });
+    let h = a
+        .predict_conflicts(hooked.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    let c = &h.clusters[0];
+    let plan = c.hooks.as_ref().unwrap();
+    assert_eq!(
+        (plan.operation.as_str(), plan.inferred.as_str()),
+        ("upgrade", "")
+    );
+    assert_eq!(
+        plan.not_run,
+        ["Pod shop/checkout-test: runs on test, not on upgrade"]
+    );
+    let first = &c.objects[0];
+    assert_eq!(first.object.as_ref().unwrap().name, "migrate");
+    assert_eq!(first.hook.as_ref().unwrap().event, "pre-upgrade");
+    assert_eq!(c.objects.len(), 7);
+    hooked.operation = "deploy".into();
+    let e = a.predict_conflicts(hooked).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    assert!(
+        e.message().contains("unknown operation \"deploy\""),
+        "{}",
+        e.message()
+    );
 }
 
 #[tokio::test]

@@ -15,57 +15,6 @@ use crate::live::api::Api;
 use crate::manifest::hooks::Hook;
 use crate::value::Value;
 
-/// Helm's kind order for installs (`releaseutil.InstallOrder`); other kinds come after, by name.
-pub const INSTALL_ORDER: &[&str] = &[
-    "PriorityClass",
-    "Namespace",
-    "NetworkPolicy",
-    "ResourceQuota",
-    "LimitRange",
-    "PodSecurityPolicy",
-    "PodDisruptionBudget",
-    "ServiceAccount",
-    "Secret",
-    "SecretList",
-    "ConfigMap",
-    "StorageClass",
-    "PersistentVolume",
-    "PersistentVolumeClaim",
-    "CustomResourceDefinition",
-    "ClusterRole",
-    "ClusterRoleList",
-    "ClusterRoleBinding",
-    "ClusterRoleBindingList",
-    "Role",
-    "RoleList",
-    "RoleBinding",
-    "RoleBindingList",
-    "Service",
-    "DaemonSet",
-    "Pod",
-    "ReplicationController",
-    "ReplicaSet",
-    "Deployment",
-    "HorizontalPodAutoscaler",
-    "StatefulSet",
-    "Job",
-    "CronJob",
-    "IngressClass",
-    "Ingress",
-    "APIService",
-    "MutatingWebhookConfiguration",
-    "ValidatingWebhookConfiguration",
-];
-
-/// Sort key of a kind in install order (`lessByKind`: known kinds by rank, unknown ones last,
-/// alphabetically).
-pub fn kind_rank(kind: &str) -> (usize, String) {
-    match INSTALL_ORDER.iter().position(|k| *k == kind) {
-        Some(i) => (i, String::new()),
-        None => (INSTALL_ORDER.len(), kind.to_string()),
-    }
-}
-
 /// A hook of the run: the object, its annotations read, its URLs.
 #[derive(Debug)]
 pub struct HookTarget {
@@ -86,19 +35,25 @@ impl HookTarget {
 
 /// The hooks that run on `event`, in the order Helm 4 runs them (`hooks` in manifest order).
 pub fn of_event<'h>(hooks: &'h [HookTarget], event: &str) -> Vec<&'h HookTarget> {
-    let mut out: Vec<&HookTarget> = hooks
-        .iter()
-        .filter(|h| h.hook.events.iter().any(|e| e == event))
-        .collect();
-    out.sort_by_key(|h| kind_rank(&h.target.info.gvk.kind));
-    out.sort_by(|a, b| {
-        (a.hook.weight, &a.target.object_ref.name).cmp(&(b.hook.weight, &b.target.object_ref.name))
-    });
-    out
+    check::hooks::order(hooks, event, |h| (&h.hook, &h.target))
 }
 
-/// What running `h` in `event` will do (`nth`: its place in the phase), as a prediction: a
-/// recreated hook is a creation, never a patch of the live one.
+/// The operation the hooks run in and the hooks it does not run; `None` without hooks.
+pub fn hooks_plan(hooks: &[HookTarget], op: check::hooks::Operation) -> Option<check::HookPlan> {
+    (!hooks.is_empty()).then(|| check::HookPlan {
+        operation: op,
+        inferred: None,
+        not_run: hooks
+            .iter()
+            .filter_map(|h| {
+                let why = check::hooks::not_run(&h.hook, op)?;
+                Some(format!("{}: {why}", h.target.object_ref))
+            })
+            .collect(),
+    })
+}
+
+/// What running `h` in `event` will do (`nth`: its place in the phase), written with `method`.
 pub fn predict(
     h: &HookTarget,
     live: Option<&Value>,
@@ -107,43 +62,20 @@ pub fn predict(
     event: &str,
     nth: (usize, usize),
 ) -> check::ObjectReport {
-    use super::release::Method;
-    let recreated = h.hook.recreated() && !h.is_crd();
-    let mut o = check::check_one(&h.target, if recreated { None } else { live }, opts);
-    let how = match (method, recreated, live.is_some()) {
-        (_, _, false) => "created".to_string(),
-        (_, true, true) => {
-            "the live one is deleted (before-hook-creation), then this one is created".into()
-        }
-        (Method::Ssa, false, true) => {
-            "applied onto the live one (no before-hook-creation): server-side without force, so it can conflict".into()
-        }
-        (Method::Csa, false, true) => {
-            o.verdict = crate::predict::Verdict::Rejected;
-            let plural = h.collection.rsplit('/').next().unwrap_or("");
-            let group = &h.target.info.gvk.group;
-            let resource = if group.is_empty() {
-                plural.to_string()
-            } else {
-                format!("{plural}.{group}")
-            };
-            let m = format!(
-                "{resource} {:?} already exists",
-                h.target.object_ref.name
-            );
-            o.message = Some(m.clone());
-            format!("a create (client-side), refused: the live one is in the way ({m})")
-        }
+    let plural = h.collection.rsplit('/').next().unwrap_or("");
+    let group = &h.target.info.gvk.group;
+    let resource = if group.is_empty() {
+        plural.to_string()
+    } else {
+        format!("{plural}.{group}")
     };
-    o.notes.insert(
-        0,
-        format!(
-            "{event} hook, {} of {} (weight {}): {how}",
-            nth.0, nth.1, h.hook.weight
-        ),
-    );
-    o.hook = Some(h.hook.clone());
-    o
+    let write = match method {
+        super::release::Method::Ssa => check::hooks::Write::ServerSide,
+        super::release::Method::Csa => check::hooks::Write::ClientSide {
+            resource: &resource,
+        },
+    };
+    check::hooks::predict(&h.target, &h.hook, live, opts, write, event, nth)
 }
 
 /// The record of one hook's last run (Helm's `last_run`).
@@ -416,6 +348,9 @@ impl PhaseRun<'_> {
                 o.result = Result_::Failed;
                 o.message = Some(format!("hook failed: {m}"));
             }
+            if written && !self.req.dry_run {
+                self.diagnose(h, event, ok, &mut o, progress).await;
+            }
             phase.runs.push(HookRun {
                 object: name,
                 event: event.to_string(),
@@ -449,6 +384,42 @@ impl PhaseRun<'_> {
             }
         }
         phase
+    }
+
+    /// Keeps what a hook that ended leaves for diagnosis, before any delete policy removes it:
+    /// its logs when its output log policy asks, the events about it when it failed.
+    async fn diagnose(
+        &self,
+        h: &HookTarget,
+        event: &str,
+        ok: bool,
+        o: &mut ObjectOutcome,
+        progress: Progress<'_>,
+    ) {
+        let (r, gvk) = (&h.target.object_ref, &h.target.info.gvk);
+        let name = r.to_string();
+        let policy = if ok { "hook-succeeded" } else { "hook-failed" };
+        if super::hook_logs::wants(&h.target.doc.object, policy) {
+            match super::hook_logs::logs(self.api, &gvk.group, &gvk.kind, &r.namespace, &r.name)
+                .await
+            {
+                Ok(logs) => {
+                    progress(&format!(
+                        "{event} hook {name}: logs of {} container(s) kept ({policy})",
+                        logs.len()
+                    ));
+                    o.logs = logs;
+                }
+                Err(m) => progress(&format!(
+                    "{event} hook {name}: its logs cannot be read: {m}"
+                )),
+            }
+        }
+        if !ok {
+            o.events =
+                super::hook_logs::events(self.api, &gvk.group, &gvk.kind, &r.namespace, &r.name)
+                    .await;
+        }
     }
 
     /// Deletes a hook after it ran, by `policy` (a failure is reported, not fatal: Helm logs it).

@@ -102,6 +102,12 @@ pub struct ObjectOutcome {
     /// objects.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hook: Option<String>,
+    /// A hook's container logs, as its `helm.sh/hook-output-log-policy` asks.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub logs: Vec<super::hook_logs::ContainerLog>,
+    /// The latest events about a failed hook and its pods.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<String>,
 }
 
 impl ObjectOutcome {
@@ -115,6 +121,8 @@ impl ObjectOutcome {
             forced_from: vec![],
             readiness: None,
             hook: None,
+            logs: vec![],
+            events: vec![],
         }
     }
 

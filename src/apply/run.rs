@@ -370,10 +370,16 @@ pub async fn run(api: &Api, req: Request, progress: Progress<'_>) -> Result<Outc
         force: Force::All,
         ..opts.clone()
     };
+    let hook_op = match op {
+        Operation::Install => check::hooks::Operation::Install,
+        Operation::Upgrade => check::hooks::Operation::Upgrade,
+        Operation::Rollback(_) => check::hooks::Operation::Rollback,
+    };
     let mut report = check::Report {
         field_manager: opts.field_manager.clone(),
         force: opts.force.clone(),
         source: live.source.clone(),
+        hooks: hooks::hooks_plan(&hooks, hook_op),
         objects: targets
             .iter()
             .map(|t| {

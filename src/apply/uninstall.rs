@@ -154,6 +154,7 @@ pub async fn uninstall(
         force: Force::None,
         source: format!("cluster {}", api.url()),
         objects: vec![],
+        hooks: hooks::hooks_plan(&hook_targets, check::hooks::Operation::Uninstall),
     };
     for (event, list) in [("pre-delete", &pre), ("post-delete", &post)] {
         for (i, h) in list.iter().enumerate() {

@@ -6,6 +6,7 @@
 //! into targets (types looked up, namespaces defaulted, CRDs of the set registered) or reports
 //! every problem, located; [`run`] predicts each target against the live objects read for it ([`Fetched`]).
 
+pub mod hooks;
 mod redact;
 mod suggest;
 
@@ -302,6 +303,9 @@ pub struct ObjectReport {
     /// The object is a Helm hook (`helm.sh/hook`): its events, weight and delete policies.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hook: Option<crate::manifest::hooks::Hook>,
+    /// The event the hook runs in for the operation predicted (`pre-upgrade`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hook_event: Option<String>,
     /// Why the object cannot be applied (verdict `invalid`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -343,6 +347,23 @@ pub struct Report {
     pub force: Force,
     pub source: String,
     pub objects: Vec<ObjectReport>,
+    /// When the manifests hold Helm hooks: the operation they were predicted for, and the
+    /// hooks it does not run.
+    pub hooks: Option<HookPlan>,
+}
+
+/// The hooks of a prediction: the operation (its pre-phase hooks come before the objects, its
+/// post-phase hooks after), and the hooks it does not run.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HookPlan {
+    pub operation: hooks::Operation,
+    /// Why this operation, when it was inferred rather than asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inferred: Option<String>,
+    /// `Pod default/web-test: runs on test, not on upgrade`, in manifest order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_run: Vec<String>,
 }
 
 impl Report {
@@ -387,56 +408,177 @@ impl Report {
     }
 }
 
-/// Predicts every target against `live`; `progress` is called after each object with
-/// (done, total).
+/// Predicts every target against `live` (Helm hooks for `operation`, see [`run_until`]);
+/// `progress` is called after each object with (done, total).
 #[tracing::instrument(name = "engine", skip_all, fields(objects = targets.len()))]
 pub fn run(
     targets: &[Target],
     live: &Fetched,
     opts: &Options,
+    operation: Option<hooks::Operation>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Report {
-    match run_until(targets, live, opts, progress, &Deadline::default()) {
+    match run_until(
+        targets,
+        live,
+        opts,
+        operation,
+        progress,
+        &Deadline::default(),
+    ) {
         Ok(r) => r,
         Err(Expired) => unreachable!("no deadline"),
     }
 }
 
-/// [`run`], stopping (between objects) when `deadline` passes.
+/// [`run`], stopping (between objects) when `deadline` passes. Helm hooks are predicted for
+/// `operation` (`None`: install when none of the release's objects is live, else upgrade): its
+/// pre-phase hooks first, then the release's objects, then its post-phase hooks, each phase in
+/// the order Helm runs it; hooks the operation does not run are listed, not predicted.
 pub fn run_until(
     targets: &[Target],
     live: &Fetched,
     opts: &Options,
+    operation: Option<hooks::Operation>,
     progress: &mut dyn FnMut(usize, usize),
     deadline: &Deadline,
 ) -> Result<Report, Expired> {
+    let read: Vec<(Option<crate::manifest::hooks::Hook>, &Target)> = targets
+        .iter()
+        .map(|t| (crate::manifest::hooks::Hook::of(&t.doc.object), t))
+        .collect();
+    let plan = read
+        .iter()
+        .any(|(h, _)| h.is_some())
+        .then(|| hook_plan(&read, live, operation));
+    // A hook naming an event Helm does not know is dropped (Helm 4 drops the document).
+    let hooked: Vec<(crate::manifest::hooks::Hook, &Target)> = read
+        .iter()
+        .filter_map(|(h, t)| h.clone().map(|h| (h, *t)))
+        .filter(|(h, _)| h.unknown_events.is_empty())
+        .collect();
     let mut objects = Vec::with_capacity(targets.len());
-    for (i, t) in targets.iter().enumerate() {
-        deadline.check()?;
-        // A Helm hook is deleted and created again (its default delete policy), never
-        // patched: predicted as a creation, and said to be a hook.
-        let hook = crate::manifest::hooks::Hook::of(&t.doc.object);
-        let current = live.get(&t.object_ref);
-        let mut o = match &hook {
-            Some(h) if h.recreated() => check_one(t, None, opts),
-            _ => check_one(t, current, opts),
-        };
-        if let Some(h) = hook {
-            o.notes.insert(0, h.note(current.is_some()));
-            o.hook = Some(h);
-        }
-        if o.live_origin.is_some() {
-            o.live_origin = live.origins.get(&t.object_ref).cloned();
-        }
+    let mut done = 0;
+    let mut step = |objects: &mut Vec<ObjectReport>, o: ObjectReport| -> Result<(), Expired> {
         objects.push(o);
-        progress(i + 1, targets.len());
+        done += 1;
+        progress(done, targets.len());
+        deadline.check()
+    };
+    let phase = |event: &str| hooks::order(&hooked, event, |(h, t)| (h, *t));
+    let write = hooks::Write::ServerSide;
+    if let Some(p) = &plan {
+        deadline.check()?;
+        let pre = phase(p.operation.events().0);
+        for (i, (h, t)) in pre.iter().enumerate() {
+            let current = live.get(&t.object_ref);
+            let o = hooks::predict(
+                t,
+                h,
+                current,
+                opts,
+                write,
+                p.operation.events().0,
+                (i + 1, pre.len()),
+            );
+            step(&mut objects, with_live_origin(o, live, t))?;
+        }
+    }
+    for (h, t) in &read {
+        if h.is_some() {
+            continue;
+        }
+        deadline.check()?;
+        let o = check_one(t, live.get(&t.object_ref), opts);
+        step(&mut objects, with_live_origin(o, live, t))?;
+    }
+    if let Some(p) = &plan {
+        let post_event = p.operation.events().1;
+        let post = phase(post_event);
+        for (i, (h, t)) in post.iter().enumerate() {
+            // A hook that ran in the pre-phase and was not deleted after it is live by now:
+            // deleted and created again.
+            let ran_before = h.recreated()
+                && h.events.iter().any(|e| e == p.operation.events().0)
+                && !h.delete_policies.iter().any(|d| d == "hook-succeeded");
+            let current = live.get(&t.object_ref);
+            let placeholder;
+            let current = match (current, ran_before) {
+                (None, true) => {
+                    placeholder = t.doc.object.clone();
+                    Some(&placeholder)
+                }
+                (c, _) => c,
+            };
+            let o = hooks::predict(t, h, current, opts, write, post_event, (i + 1, post.len()));
+            step(&mut objects, with_live_origin(o, live, t))?;
+        }
     }
     Ok(Report {
         field_manager: opts.field_manager.clone(),
         force: opts.force.clone(),
         source: live.source.clone(),
         objects,
+        hooks: plan,
     })
+}
+
+/// Where a live object that cannot be read came from.
+fn with_live_origin(mut o: ObjectReport, live: &Fetched, t: &Target) -> ObjectReport {
+    if o.live_origin.is_some() {
+        o.live_origin = live.origins.get(&t.object_ref).cloned();
+    }
+    o
+}
+
+/// The operation hooks are predicted for, and the hooks it does not run.
+fn hook_plan(
+    read: &[(Option<crate::manifest::hooks::Hook>, &Target)],
+    live: &Fetched,
+    operation: Option<hooks::Operation>,
+) -> HookPlan {
+    let (operation, inferred) = match operation {
+        Some(op) => (op, None),
+        None => {
+            let objects: Vec<&Target> = read
+                .iter()
+                .filter(|(h, _)| h.is_none())
+                .map(|(_, t)| *t)
+                .collect();
+            let existing = objects
+                .iter()
+                .filter(|t| live.get(&t.object_ref).is_some())
+                .count();
+            if existing == 0 {
+                let why = if objects.is_empty() {
+                    "no release objects in the manifests".to_string()
+                } else {
+                    format!("none of the {} release objects is live", objects.len())
+                };
+                (hooks::Operation::Install, Some(why))
+            } else {
+                (
+                    hooks::Operation::Upgrade,
+                    Some(format!(
+                        "{existing} of the {} release objects are live",
+                        objects.len()
+                    )),
+                )
+            }
+        }
+    };
+    let not_run = read
+        .iter()
+        .filter_map(|(h, t)| {
+            let why = hooks::not_run(h.as_ref()?, operation)?;
+            Some(format!("{}: {why}", t.object_ref))
+        })
+        .collect();
+    HookPlan {
+        operation,
+        inferred,
+        not_run,
+    }
 }
 
 /// The engine's whole prediction for one target against its live object (`None`: it does
@@ -558,6 +700,7 @@ pub fn check_one(t: &Target, live: Option<&Value>, opts: &Options) -> ObjectRepo
         not_evaluated: vec![],
         notes: vec![],
         hook: None,
+        hook_event: None,
         error: None,
         origin: doc.origin.clone(),
         object_ref: t.object_ref.clone(),
@@ -623,11 +766,15 @@ pub fn invalid_objects<'t>(
     report: &Report,
     targets: impl IntoIterator<Item = &'t Target>,
 ) -> Vec<ManifestError> {
+    // Hooks may come first, twice (pre- and post-phase) or not at all: matched by object.
+    let targets: HashMap<&ObjectRef, &Target> =
+        targets.into_iter().map(|t| (&t.object_ref, t)).collect();
+    let mut seen = std::collections::HashSet::new();
     report
         .objects
         .iter()
-        .zip(targets)
-        .filter(|(o, _)| o.verdict == Verdict::Invalid)
+        .filter(|o| o.verdict == Verdict::Invalid && seen.insert(&o.object_ref))
+        .filter_map(|o| Some((o, *targets.get(&o.object_ref)?)))
         .map(|(o, t)| {
             let error = o.error.as_deref().unwrap_or("cannot be applied");
             if let Some(at) = &o.live_origin {

@@ -132,3 +132,168 @@ fn selective_force_matches_whole_manager_names() {
     assert_eq!(f.patterns(), ["kubectl-edit|before-first-apply"]);
     assert!(Force::against(&["(".into()]).is_err());
 }
+
+const HOOKED: &str = "\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: b-migrate, annotations: {helm.sh/hook: 'pre-install,pre-upgrade', helm.sh/hook-weight: '5'}}
+spec: {template: {spec: {restartPolicy: Never, containers: [{name: m, image: 'm:1'}]}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: z-config, annotations: {helm.sh/hook: pre-install, helm.sh/hook-weight: '-1'}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: a-creds, annotations: {helm.sh/hook: pre-install, helm.sh/hook-weight: '5'}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: smoke, annotations: {helm.sh/hook: 'post-install,post-upgrade', helm.sh/hook-delete-policy: hook-succeeded}}
+spec: {containers: [{name: s, image: 's:1'}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web-test, annotations: {helm.sh/hook: test}}
+spec: {containers: [{name: t, image: 't:1'}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: odd, annotations: {helm.sh/hook: 'pre-install,post-frobnicate'}}
+spec: {containers: [{name: o, image: 'o:1'}]}
+";
+
+fn hooked_targets() -> Vec<Target> {
+    let mut c = Catalog::kubernetes(DEFAULT_KUBERNETES).unwrap();
+    resolve(docs(HOOKED), &mut c, "team").unwrap()
+}
+
+fn names(r: &Report) -> Vec<(String, Option<String>)> {
+    r.objects
+        .iter()
+        .map(|o| (o.object_ref.name.clone(), o.hook_event.clone()))
+        .collect()
+}
+
+#[test]
+fn hooks_are_predicted_per_phase_in_the_order_helm_runs_them() {
+    let targets = hooked_targets();
+    let empty = Fetched::default();
+    let r = run(&targets, &empty, &opts(Force::All), None, &mut |_, _| {});
+    let plan = r.hooks.as_ref().unwrap();
+    // Nothing of the release is live: an install.
+    assert_eq!(plan.operation, hooks::Operation::Install);
+    assert_eq!(
+        plan.inferred.as_deref(),
+        Some("none of the 1 release objects is live")
+    );
+    let pre = Some("pre-install".to_string());
+    // Weight, then name: the Secret and the Job share weight 5 (name decides, not kind).
+    assert_eq!(
+        names(&r),
+        [
+            ("z-config".into(), pre.clone()),
+            ("a-creds".into(), pre.clone()),
+            ("b-migrate".into(), pre.clone()),
+            ("settings".into(), None),
+            ("smoke".into(), Some("post-install".into())),
+        ]
+    );
+    assert!(r.objects[0].notes[0].starts_with("pre-install hook, 1 of 3 (weight -1): created"));
+    assert_eq!(
+        plan.not_run,
+        [
+            "Pod team/web-test: runs on test, not on install",
+            "Pod team/odd: unknown event(s) post-frobnicate: Helm 4 drops the document, it never runs",
+        ]
+    );
+
+    // The release is live and so is the Job from the last run: an upgrade, the Job is
+    // deleted and created again (a creation even under force), test hooks still never run.
+    let mut live = Fetched::default();
+    for t in &targets {
+        if ["settings", "b-migrate"].contains(&t.object_ref.name.as_str()) {
+            live.objects
+                .insert(t.object_ref.clone(), Arc::new(t.doc.object.clone()));
+        }
+    }
+    let r = run(&targets, &live, &opts(Force::All), None, &mut |_, _| {});
+    let plan = r.hooks.as_ref().unwrap();
+    assert_eq!(plan.operation, hooks::Operation::Upgrade);
+    assert_eq!(
+        names(&r),
+        [
+            ("b-migrate".into(), Some("pre-upgrade".into())),
+            ("settings".into(), None),
+            ("smoke".into(), Some("post-upgrade".into())),
+        ]
+    );
+    assert_eq!(r.objects[0].verdict, Verdict::Created);
+    assert!(
+        r.objects[0].notes[0]
+            .contains("the live one is deleted (before-hook-creation), then this one is created"),
+        "{:?}",
+        r.objects[0].notes
+    );
+    // Asked for explicitly: a rollback runs neither install nor upgrade hooks.
+    let r = run(
+        &targets,
+        &live,
+        &opts(Force::None),
+        Some(hooks::Operation::Rollback),
+        &mut |_, _| {},
+    );
+    assert_eq!(names(&r), [("settings".to_string(), None)]);
+    assert_eq!(r.hooks.as_ref().unwrap().inferred, None);
+    assert_eq!(r.hooks.as_ref().unwrap().not_run.len(), 6);
+    // Without hooks there is no hook plan.
+    let plain: Vec<Target> = hooked_targets()
+        .into_iter()
+        .filter(|t| t.object_ref.name == "settings")
+        .collect();
+    assert!(
+        run(&plain, &empty, &opts(Force::None), None, &mut |_, _| {})
+            .hooks
+            .is_none()
+    );
+}
+
+#[test]
+fn a_hook_kept_between_runs_is_applied_without_force() {
+    // No before-hook-creation: applied onto the live hook, never forced, whatever the run's
+    // policy — a field someone else owns conflicts.
+    let text = "\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: seed, annotations: {helm.sh/hook: pre-upgrade, helm.sh/hook-delete-policy: hook-succeeded}}
+data: {k: new}
+";
+    let mut c = Catalog::kubernetes(DEFAULT_KUBERNETES).unwrap();
+    let targets = resolve(docs(text), &mut c, "team").unwrap();
+    let live_obj = parse_one(
+        "{apiVersion: v1, kind: ConfigMap, metadata: {name: seed, namespace: team, managedFields: [{manager: kubectl-edit, operation: Update, apiVersion: v1, time: '2026-01-01T00:00:00Z', fieldsType: FieldsV1, fieldsV1: {'f:data': {'f:k': {}}}}]}, data: {k: old}}",
+    )
+    .unwrap();
+    let mut live = Fetched::default();
+    live.objects
+        .insert(targets[0].object_ref.clone(), Arc::new(live_obj));
+    let r = run(
+        &targets,
+        &live,
+        &opts(Force::All),
+        Some(hooks::Operation::Upgrade),
+        &mut |_, _| {},
+    );
+    assert_eq!(r.objects.len(), 1);
+    assert_eq!(
+        r.objects[0].verdict,
+        Verdict::Conflict,
+        "{:?}",
+        r.objects[0]
+    );
+    assert!(r.objects[0].notes[0].contains("server-side without force, so it can conflict"));
+}

@@ -323,6 +323,18 @@ fn summary(o: &Outcome) -> String {
             s.push_str(&format!(" [{r}]"));
         }
         s.push('\n');
+        for e in &x.events {
+            s.push_str(&format!("      event: {e}\n"));
+        }
+        for l in &x.logs {
+            s.push_str(&format!(
+                "      log of pod {} container {}:\n",
+                l.pod, l.container
+            ));
+            for line in l.text.lines() {
+                s.push_str(&format!("        {line}\n"));
+            }
+        }
     }
     for m in &o.mismatches {
         s.push_str(&format!("  PREDICTION MISMATCH: {m}\n"));

@@ -71,6 +71,30 @@ pub struct CheckArgs {
     /// `helm template` upstream in the pipe).
     #[arg(long)]
     pub allow_empty: bool,
+    /// The release operation Helm hooks (`helm.sh/hook`) are predicted for: its pre-phase
+    /// hooks, then the objects, then its post-phase hooks. Default: install when none of the
+    /// release's objects is live, else upgrade.
+    #[arg(long, value_enum)]
+    pub operation: Option<OperationArg>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OperationArg {
+    Install,
+    Upgrade,
+    Rollback,
+    Uninstall,
+}
+
+impl OperationArg {
+    pub fn operation(self) -> check::hooks::Operation {
+        match self {
+            OperationArg::Install => check::hooks::Operation::Install,
+            OperationArg::Upgrade => check::hooks::Operation::Upgrade,
+            OperationArg::Rollback => check::hooks::Operation::Rollback,
+            OperationArg::Uninstall => check::hooks::Operation::Uninstall,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -204,7 +228,13 @@ pub fn run(args: CheckArgs) -> ExitCode {
         now: time::OffsetDateTime::now_utc().unix_timestamp(),
     };
     let mut progress = Progress::new("checked");
-    let report = check::run(&targets, &live, &opts, &mut |d, n| progress.update(d, n));
+    let report = check::run(
+        &targets,
+        &live,
+        &opts,
+        args.operation.map(OperationArg::operation),
+        &mut |d, n| progress.update(d, n),
+    );
     progress.finish();
     // Nothing partial: an object that cannot be applied fails the whole check.
     let invalid = check::invalid_objects(&report, &targets);

@@ -50,6 +50,10 @@ pub fn predict(
         default_namespace: args.live.namespace.clone().unwrap_or_default(),
         fresh: args.fresh,
         allow_empty: args.allow_empty,
+        operation: args
+            .operation
+            .map(|o| o.operation().as_str().to_string())
+            .unwrap_or_default(),
     };
     let uri = if server.contains("://") {
         server.to_string()

@@ -94,43 +94,6 @@ impl Hook {
             .iter()
             .any(|p| p == "before-hook-creation")
     }
-
-    /// What Helm does with it, in one sentence (`exists`: a hook object of that name is live).
-    pub fn note(&self, exists: bool) -> String {
-        let mut s = if self.events.is_empty() {
-            "Helm hook with no event Helm knows: Helm never runs it".to_string()
-        } else if self
-            .events
-            .iter()
-            .all(|e| e == "test" || e == "test-success")
-        {
-            "Helm test hook: runs only with `helm test`, never on install or upgrade".to_string()
-        } else {
-            format!(
-                "Helm hook ({}, weight {}): not a release object; run one at a time around the release's objects",
-                self.events.join(", "),
-                self.weight
-            )
-        };
-        if !self.unknown_events.is_empty() {
-            s.push_str(&format!(
-                "; unknown event(s) {}: Helm 4 drops this document, it is never applied",
-                self.unknown_events.join(", ")
-            ));
-        }
-        if self.recreated() {
-            s.push_str(if exists {
-                "; the live one is deleted and this one created (before-hook-creation): predicted as a creation"
-            } else {
-                "; created (before-hook-creation)"
-            });
-        } else if exists {
-            s.push_str(
-                "; its delete policy has no before-hook-creation, so it is applied onto the live one",
-            );
-        }
-        s
-    }
 }
 
 #[cfg(test)]
@@ -155,7 +118,6 @@ mod tests {
         let kept = hook("{helm.sh/hook: post-install, helm.sh/hook-delete-policy: hook-succeeded, helm.sh/hook-weight: x}").unwrap();
         assert!(!kept.recreated());
         assert_eq!(kept.weight, 0);
-        assert!(kept.note(true).contains("applied onto the live one"));
     }
 
     #[test]
@@ -165,22 +127,6 @@ mod tests {
         assert_eq!(
             h.delete_policies,
             ["hook-succeeded", "before-hook-creation"]
-        );
-    }
-
-    #[test]
-    fn test_hooks_and_unknown_events_say_helm_does_not_run_them_on_apply() {
-        assert!(
-            hook("{helm.sh/hook: test}")
-                .unwrap()
-                .note(false)
-                .contains("never on install")
-        );
-        assert!(
-            hook("{helm.sh/hook: nope}")
-                .unwrap()
-                .note(false)
-                .contains("never runs it")
         );
     }
 }

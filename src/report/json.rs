@@ -17,6 +17,8 @@ struct Document<'a> {
     source: &'a str,
     summary: Summary,
     objects: &'a [ObjectReport],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hooks: Option<&'a crate::check::HookPlan>,
 }
 
 #[derive(Serialize)]
@@ -38,6 +40,7 @@ pub fn render(r: &Report) -> String {
         source: &r.source,
         summary: r.summary(),
         objects: &r.objects,
+        hooks: r.hooks.as_ref(),
     };
     let mut s =
         serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));

@@ -50,6 +50,23 @@ pub fn render(r: &Report, color: bool) -> String {
         r.field_manager,
         r.source
     );
+    if let Some(h) = &r.hooks {
+        let why = h
+            .inferred
+            .as_ref()
+            .map(|w| format!(" (inferred: {w}; --operation to choose)"))
+            .unwrap_or_default();
+        let (pre, post) = h.operation.events();
+        let _ = writeln!(
+            out,
+            "Helm hooks predicted for {}{why}: {pre} hooks, the release's objects, {post} hooks",
+            h.operation.as_str()
+        );
+        for n in &h.not_run {
+            let _ = writeln!(out, "  {} {n}", st.dim("not run"));
+        }
+        out.push('\n');
+    }
     for o in &r.objects {
         object(&mut out, o, &st);
     }

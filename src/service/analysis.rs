@@ -117,6 +117,8 @@ struct Job {
     namespace: String,
     fresh: bool,
     allow_empty: bool,
+    /// The operation Helm hooks are predicted for (`None`: inferred).
+    operation: Option<check::hooks::Operation>,
     manifests: Vec<pb::Manifest>,
 }
 
@@ -131,6 +133,17 @@ fn job(req: pb::PredictRequest) -> Result<Job, Status> {
         ));
     }
     let force = force_of(req.force.as_ref())?;
+    let operation = match req.operation.as_str() {
+        "" => None,
+        s => Some(check::hooks::Operation::parse(s).map_err(|m| {
+            error(
+                Code::InvalidArgument,
+                "BAD_OPERATION",
+                &m,
+                &[("operation".into(), m.clone())],
+            )
+        })?),
+    };
     let clusters = if req.clusters.is_empty() {
         vec![req.cluster]
     } else {
@@ -147,6 +160,7 @@ fn job(req: pb::PredictRequest) -> Result<Job, Status> {
         },
         fresh: req.fresh,
         allow_empty: req.allow_empty,
+        operation,
         manifests: req.manifests,
     })
 }
@@ -273,7 +287,7 @@ async fn predict_until(
             namespace: job.namespace.clone(),
             now: time::OffsetDateTime::now_utc().unix_timestamp(),
         };
-        let report = check::run_until(&targets, &live, &opts, &mut |_, _| {}, &d)
+        let report = check::run_until(&targets, &live, &opts, job.operation, &mut |_, _| {}, &d)
             .map_err(|_| Status::deadline_exceeded("the request's deadline passed"))?;
         let invalid = check::invalid_objects(&report, &targets);
         if !invalid.is_empty() {

@@ -189,6 +189,7 @@ pub fn object(o: &ObjectReport, cluster: &str) -> pb::ObjectPrediction {
             unknown_events: h.unknown_events.clone(),
             weight: h.weight,
             delete_policies: h.delete_policies.clone(),
+            event: o.hook_event.clone().unwrap_or_default(),
         }),
     }
 }
@@ -238,6 +239,11 @@ pub fn object_back(o: &pb::ObjectPrediction) -> ObjectReport {
             weight: h.weight,
             delete_policies: h.delete_policies.clone(),
         }),
+        hook_event: o
+            .hook
+            .as_ref()
+            .map(|h| h.event.clone())
+            .filter(|e| !e.is_empty()),
         error: None,
         origin: Origin {
             file: Arc::from(o.file.as_str()),
@@ -273,6 +279,7 @@ pub fn cluster_prediction(cluster: &str, r: &Report) -> pb::ClusterPrediction {
         source: r.source.clone(),
         summary: Some(summary(r)),
         objects: r.objects.iter().map(|o| object(o, cluster)).collect(),
+        hooks: r.hooks.as_ref().map(hook_plan),
     }
 }
 
@@ -283,6 +290,22 @@ pub fn report_back(c: &pb::ClusterPrediction, field_manager: &str, force: check:
         force,
         source: format!("{} via fieldguard service", c.source),
         objects: c.objects.iter().map(object_back).collect(),
+        hooks: c.hooks.as_ref().and_then(|h| {
+            Some(check::HookPlan {
+                operation: check::hooks::Operation::parse(&h.operation).ok()?,
+                inferred: Some(h.inferred.clone()).filter(|s| !s.is_empty()),
+                not_run: h.not_run.clone(),
+            })
+        }),
+    }
+}
+
+/// The hooks of a prediction, for the wire.
+pub fn hook_plan(h: &check::HookPlan) -> pb::HookPlan {
+    pb::HookPlan {
+        operation: h.operation.as_str().to_string(),
+        inferred: h.inferred.clone().unwrap_or_default(),
+        not_run: h.not_run.clone(),
     }
 }
 

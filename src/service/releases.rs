@@ -81,6 +81,16 @@ fn result_of(o: &Outcome, cluster: &str) -> pb::ApplyResult {
                 forced_from: x.forced_from.clone(),
                 readiness: x.readiness.clone().unwrap_or_default(),
                 hook: x.hook.clone().unwrap_or_default(),
+                logs: x
+                    .logs
+                    .iter()
+                    .map(|l| pb::ContainerLog {
+                        pod: l.pod.clone(),
+                        container: l.container.clone(),
+                        text: l.text.clone(),
+                    })
+                    .collect(),
+                events: x.events.clone(),
             })
             .collect(),
         migrations: o

@@ -167,6 +167,8 @@ pub struct State {
     /// GETs of single objects (not lists, not watches) whose path ends with this are answered
     /// 500 (a fault injected on the read path).
     pub fail_gets_of: Option<String>,
+    /// Container logs served at `pods/NAME/log?container=C`: (namespace, pod, container).
+    pub logs: BTreeMap<(String, String, String), String>,
     events: Vec<Event>,
     watchers: Vec<Watcher>,
 }
@@ -596,6 +598,38 @@ async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body
                 "the server could not find the requested resource".into(),
             ),
         },
+        ["api", "v1", "namespaces", ns, "pods", pod, "log"] => {
+            let container = query.get("container").cloned().unwrap_or_default();
+            match s
+                .logs
+                .get(&(ns.to_string(), pod.to_string(), container.clone()))
+            {
+                Some(text) => {
+                    // As the kubelet: the last `tailLines` lines, then the first `limitBytes`.
+                    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+                    let tail: usize = query
+                        .get("tailLines")
+                        .and_then(|l| l.parse().ok())
+                        .unwrap_or(lines.len());
+                    let text = lines[lines.len().saturating_sub(tail)..].concat();
+                    let limit: usize = query
+                        .get("limitBytes")
+                        .and_then(|l| l.parse().ok())
+                        .unwrap_or(usize::MAX);
+                    let text = &text.as_bytes()[..text.len().min(limit)];
+                    Response::builder()
+                        .status(StatusCode::OK)
+                        .header("content-type", "text/plain")
+                        .body(Full::new(Bytes::copy_from_slice(text)).boxed())
+                        .unwrap()
+                }
+                None => status(
+                    404,
+                    "NotFound",
+                    format!("container {container:?} in pod {pod:?} not found"),
+                ),
+            }
+        }
         _ => resource_request(&mut s, &parts, &query),
     }
 }

@@ -102,12 +102,18 @@ pub fn example_cluster() -> FakeApiServer {
 
 /// The same types, no objects but the CRD (a fresh cluster).
 pub fn empty_example_cluster() -> FakeApiServer {
+    empty_example_cluster_with(vec![])
+}
+
+/// [`empty_example_cluster`] serving more types (`extra`).
+#[allow(dead_code)]
+pub fn empty_example_cluster_with(extra: Vec<Resource>) -> FakeApiServer {
     let snap = Snapshot::load(
         &[Input::Path(root().join("examples/cluster/crds"))],
         &mut std::io::empty(),
     )
     .unwrap();
-    let mut st = State::new(example_resources());
+    let mut st = State::new(example_resources().into_iter().chain(extra).collect());
     let (_, d) = snap.objects().next().unwrap();
     let text = fieldguard::value::json::to_string(&d.object, fieldguard::value::json::Style::PLAIN);
     let crd: Value = serde_json::from_str(&text).unwrap();
