@@ -3,10 +3,12 @@
 //! per cached object in steady state, and the peak during a full relist (the new table is built
 //! while the old one still serves); then steady churn without a relist — 1,000,000 events over
 //! 10,000 live Pods (replaced, their IPs and managers changing) — memory and interned strings
-//! with the interner's sweep on growth and without it. Run: `cargo bench --bench cache`.
+//! with the interner's sweep on growth and without it; then the cost of recording ownership
+//! history on ingest, side by side with it off, and memory per recorded transition. Run:
+//! `cargo bench --bench cache` (only the history section: `FIELDGUARD_BENCH_ONLY=history`).
 
 use fieldguard::cache::table::{Entry, Table, TableData};
-use fieldguard::cache::{Interner, Stats, apply_event_to};
+use fieldguard::cache::{Interner, Stats, apply_event_recorded, apply_event_to};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -73,6 +75,11 @@ fn mib(b: usize) -> f64 {
 }
 
 fn main() {
+    // `FIELDGUARD_BENCH_ONLY=history cargo bench --bench cache`: only the history section.
+    if std::env::var("FIELDGUARD_BENCH_ONLY").as_deref() == Ok("history") {
+        history();
+        return;
+    }
     let events: Vec<String> = (0..PODS).map(|i| pod_event(i, 1000 + i)).collect();
     let bytes: usize = events.iter().map(|e| e.len()).sum();
     let interner = Interner::default();
@@ -135,6 +142,7 @@ fn main() {
     drop(interner);
     kube_runtime_decoding(&events);
     churn();
+    history();
 }
 
 /// What kube-runtime's `watcher`/`metadata_watcher` would cost in the same place: each event
@@ -264,5 +272,67 @@ fn churn() {
             );
         }
         drop(table);
+    }
+}
+
+/// Recording ownership history on ingest: 200,000 MODIFIED events over 10,000 Pods, the same
+/// stream with history off and on, in one run. Two streams: the kubelet's status entry changes
+/// hands on every event (the worst case: about ten fields taken over per event), and events
+/// whose managedFields do not change (a status rewrite: the common case).
+fn history() {
+    const LIVE_PODS: usize = 10_000;
+    const EVENTS: usize = 200_000;
+    println!("  history: {EVENTS} MODIFIED events over {LIVE_PODS} Pods, recording off and on");
+    let config = fieldguard::history::HistoryConfig {
+        max_entries: 1_000_000,
+        max_bytes: 1 << 31,
+        ..Default::default()
+    };
+    for (label, moves) in [
+        ("ownership moves every event", true),
+        ("managedFields unchanged", false),
+    ] {
+        let stream: Vec<String> = (0..EVENTS)
+            .map(|e| {
+                let ev = pod_event(e % LIVE_PODS, LIVE_PODS + e).replacen("ADDED", "MODIFIED", 1);
+                if moves && (e / LIVE_PODS) % 2 == 0 {
+                    ev.replace("\"manager\":\"kubelet\"", "\"manager\":\"kubelet-b\"")
+                } else {
+                    ev
+                }
+            })
+            .collect();
+        let mut rates = Vec::new();
+        for on in [false, true] {
+            let interner = Interner::default();
+            let stats = Stats::default();
+            let table = Table::new("v1", "Pod", false);
+            let h = on.then(|| fieldguard::history::History::new("bench", &config));
+            for i in 0..LIVE_PODS {
+                apply_event_to(&interner, &stats, &table, pod_event(i, i).as_bytes());
+            }
+            let base = LIVE.load(Ordering::Relaxed);
+            let t = Instant::now();
+            for e in &stream {
+                apply_event_recorded(&interner, &stats, &table, e.as_bytes(), h.as_deref());
+            }
+            let secs = t.elapsed().as_secs_f64();
+            rates.push(EVENTS as f64 / secs);
+            if let Some(h) = &h {
+                let (kept, approx, _) = h.usage();
+                let heap = LIVE.load(Ordering::Relaxed).saturating_sub(base);
+                println!(
+                    "    {label}: {kept} transitions recorded, {:.0} bytes each on the heap ({:.0} by the ring's estimate)",
+                    heap as f64 / kept.max(1) as f64,
+                    approx as f64 / kept.max(1) as f64
+                );
+            }
+        }
+        println!(
+            "    {label}: off {:.0} events/s, on {:.0} events/s — recording costs {:.1}% of ingest",
+            rates[0],
+            rates[1],
+            (1.0 - rates[1] / rates[0]) * 100.0
+        );
     }
 }

@@ -43,6 +43,7 @@ pub mod check;
 pub mod cli;
 pub mod deadline;
 pub mod fieldpath;
+pub mod history;
 pub mod live;
 pub mod managedfields;
 pub mod manifest;

@@ -11,11 +11,12 @@
 
 mod backoff;
 pub mod intern;
+mod record;
 pub mod table;
 mod watch;
 
 pub use intern::Interner;
-pub use watch::{Applied, apply_event_to};
+pub use watch::{Applied, apply_event_recorded, apply_event_to};
 
 use crate::catalog::Catalog;
 use crate::live::ObjectRef;
@@ -54,6 +55,8 @@ pub struct CacheConfig {
     /// A watch that hears nothing (no event, no bookmark: the apiserver sends one about every
     /// minute) for this long is restarted.
     pub watch_idle_timeout: Duration,
+    /// Remember ownership changes (`None`: no history).
+    pub history: Option<crate::history::HistoryConfig>,
 }
 
 impl Default for CacheConfig {
@@ -69,6 +72,7 @@ impl Default for CacheConfig {
             max_backoff: Duration::from_secs(30),
             watch_timeout_secs: 290,
             watch_idle_timeout: Duration::from_secs(150),
+            history: None,
         }
     }
 }
@@ -116,6 +120,8 @@ pub struct ClusterCache {
     stop: tokio::sync::watch::Sender<bool>,
     /// Signalled when CRDs change: discovery runs again and new resources get watched.
     rediscover: tokio::sync::Notify,
+    /// Ownership changes, when configured.
+    pub history: Option<Arc<crate::history::History>>,
 }
 
 impl ClusterCache {
@@ -126,6 +132,10 @@ impl ClusterCache {
         config: CacheConfig,
     ) -> Result<Arc<ClusterCache>, ClusterError> {
         let (stop, _) = tokio::sync::watch::channel(false);
+        let history = config
+            .history
+            .as_ref()
+            .map(|h| crate::history::History::new(name, h));
         let cache = Arc::new(ClusterCache {
             name: name.to_string(),
             api,
@@ -138,6 +148,7 @@ impl ClusterCache {
             types: Types::default(),
             stop,
             rediscover: tokio::sync::Notify::new(),
+            history,
         });
         cache.refresh_resources().await?;
         let c = cache.clone();
@@ -351,6 +362,10 @@ impl ClusterCache {
 
 #[async_trait::async_trait]
 impl LiveState for ClusterCache {
+    fn history(&self) -> Option<Arc<crate::history::History>> {
+        self.history.clone()
+    }
+
     async fn catalog(&self, api_versions: &BTreeSet<String>) -> Result<Catalog, LiveError> {
         Ok(self.types.catalog(&self.api, api_versions).await?)
     }

@@ -293,26 +293,31 @@ impl TableData {
         }
     }
 
-    /// Adds or replaces an object.
-    pub fn upsert(&mut self, e: Entry) {
+    /// Adds or replaces an object; returns the entry it replaced.
+    pub fn upsert(&mut self, e: Entry) -> Option<Arc<Entry>> {
+        let e = Arc::new(e);
         let k: Arc<str> = Arc::from(e.key());
         if !self.undecodable.is_empty() {
             self.undecodable.remove(&*k);
         }
-        if let Some((old_k, old)) = self.objects.remove_entry(&k) {
+        let old = self.objects.remove_entry(&k).map(|(old_k, old)| {
             self.index(&old_k, &old, false);
-        }
+            old
+        });
         self.index(&k, &e, true);
-        self.objects.insert(k, Arc::new(e));
+        self.objects.insert(k, e);
+        old
     }
 
-    /// Removes an object.
-    pub fn remove(&mut self, namespace: &str, name: &str) {
+    /// Removes an object; returns its entry.
+    pub fn remove(&mut self, namespace: &str, name: &str) -> Option<Arc<Entry>> {
         let k = key(namespace, name);
-        if let Some((old_k, old)) = self.objects.remove_entry(&*k) {
+        let old = self.objects.remove_entry(&*k).map(|(old_k, old)| {
             self.index(&old_k, &old, false);
-        }
+            old
+        });
         self.undecodable.remove(&*k);
+        old
     }
 
     /// Records an object that exists but could not be read (its previous entry, now stale,

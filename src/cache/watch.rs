@@ -189,7 +189,9 @@ async fn list(cache: &ClusterCache, table: &Table, base: &str) -> Result<String,
             serde_json::from_str(&page).map_err(|e| ClusterError::new(format!("{base}: {e}")))?;
         for item in list.items {
             match decode(table, item.get(), &cache.interner) {
-                Ok(e) => data.upsert(e),
+                Ok(e) => {
+                    data.upsert(e);
+                }
                 Err(why) => {
                     cache.stats.skipped.fetch_add(1, Ordering::Relaxed);
                     if let Ok(id) = serde_json::from_str::<RawIdentity>(item.get()) {
@@ -203,6 +205,12 @@ async fn list(cache: &ClusterCache, table: &Table, base: &str) -> Result<String,
             break list.metadata.resource_version;
         }
     };
+    // A relist after a gap: what changed meanwhile is history too (the first list is not).
+    if let Some(h) = &cache.history
+        && table.listed.load(Ordering::SeqCst)
+    {
+        super::record::relist(h, table, &table.read(), &data);
+    }
     table.replace(data);
     cache.interner.sweep();
     Ok(rv)
@@ -288,7 +296,13 @@ pub enum Applied {
 
 /// Applies one watch event (a JSON line) to a table.
 pub(crate) fn apply_event(cache: &ClusterCache, table: &Table, line: &[u8]) -> Applied {
-    apply_event_to(&cache.interner, &cache.stats, table, line)
+    apply_event_recorded(
+        &cache.interner,
+        &cache.stats,
+        table,
+        line,
+        cache.history.as_deref(),
+    )
 }
 
 #[derive(serde::Deserialize)]
@@ -327,6 +341,17 @@ pub fn apply_event_to(
     table: &Table,
     line: &[u8],
 ) -> Applied {
+    apply_event_recorded(interner, stats, table, line, None)
+}
+
+/// [`apply_event_to`], recording the ownership changes in `history`.
+pub fn apply_event_recorded(
+    interner: &super::Interner,
+    stats: &super::Stats,
+    table: &Table,
+    line: &[u8],
+    history: Option<&crate::history::History>,
+) -> Applied {
     let parsed = std::str::from_utf8(line)
         .ok()
         .and_then(|t| serde_json::from_str::<RawEvent>(t).ok());
@@ -347,6 +372,12 @@ pub fn apply_event_to(
         match decode(table, ev.object.get(), interner) {
             Ok(e) => {
                 let rv = e.resource_version.to_string();
+                // Recorded before the table shows it: whoever sees the new version in the
+                // cache finds its history too (this task is the table's only writer).
+                if let Some(h) = history {
+                    let old = table.read().objects.get(&*e.key()).cloned();
+                    super::record::change(h, table, old.as_deref(), Some(&e));
+                }
                 table.write().upsert(e);
                 return advanced(rv);
             }
@@ -374,6 +405,13 @@ pub fn apply_event_to(
         "ERROR" if id.code == 410 => Applied::Gone,
         "ERROR" => Applied::Skipped,
         "DELETED" => {
+            if let Some(h) = history {
+                let k = super::table::key(&id.metadata.namespace, &id.metadata.name);
+                let old = table.read().objects.get(&*k).cloned();
+                if let Some(old) = old {
+                    super::record::change(h, table, Some(&old), None);
+                }
+            }
             table
                 .write()
                 .remove(&id.metadata.namespace, &id.metadata.name);

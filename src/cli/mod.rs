@@ -6,6 +6,7 @@
 
 mod apply;
 mod check;
+mod history;
 mod limits;
 mod live;
 mod ownership;
@@ -80,6 +81,14 @@ pub enum Command {
     /// List every field manager across a snapshot or cluster, flagging the usual strays.
     #[command(after_help = VIEW_EXIT_CODES)]
     Managers(ownership::ManagersArgs),
+    /// Who took which field from whom: ownership changes remembered by a service (`serve
+    /// --history`), or seen here while watching a cluster for a while.
+    #[command(after_help = VIEW_EXIT_CODES)]
+    History(history::HistoryArgs),
+    /// Fields that change hands back and forth between managers (an applier forcing
+    /// `spec.replicas` against an autoscaler, two pipelines forcing one label).
+    #[command(after_help = VIEW_EXIT_CODES)]
+    Fights(history::FightsArgs),
     /// Serve the gRPC API (predictions and ownership queries) over watched clusters or a snapshot.
     Serve(serve::ServeArgs),
     /// Run server-side-apply cases (the reference oracle's JSONL format) and print results.
@@ -104,6 +113,8 @@ pub fn run() -> ExitCode {
         Command::Uninstall(a) => uninstall::run(a),
         Command::Blame(a) => ownership::blame(a),
         Command::Managers(a) => ownership::managers(a),
+        Command::History(a) => history::history(a),
+        Command::Fights(a) => history::fights(a),
         Command::Replay(a) => replay::run(a),
         Command::Serve(a) => serve::run(a),
     }

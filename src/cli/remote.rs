@@ -1,4 +1,5 @@
-//! `check --server`: the same check, answered by a running fieldguard service.
+//! `--server`: answers from a running fieldguard service (the connection, shared by the
+//! commands that ask one; `check --server`'s prediction).
 
 use super::check::CheckArgs;
 use super::{EXIT_INVALID, EXIT_UNREACHABLE, ExitCode};
@@ -55,6 +56,67 @@ pub fn predict(
             .map(|o| o.operation().as_str().to_string())
             .unwrap_or_default(),
     };
+    let remote = Remote {
+        server,
+        token_file: args.token_file.as_deref(),
+        server_ca: args.server_ca.as_deref(),
+        client_cert: args.client_cert.as_deref(),
+        client_key: args.client_key.as_deref(),
+    };
+    let c = connect(&remote)?;
+    let request = c.request(request)?;
+    let response = c.rt.block_on(async {
+        let mut client =
+            AnalysisClient::new(c.channel.clone()).max_decoding_message_size(256 * 1024 * 1024);
+        client.predict_conflicts(request).await
+    });
+    let response = response
+        .map_err(|status| status_exit(&c.uri, &status))?
+        .into_inner();
+    Ok(response
+        .clusters
+        .iter()
+        .map(|c| convert::report_back(c, &args.field_manager, force.clone()))
+        .collect())
+}
+
+/// How to reach a running fieldguard service.
+pub struct Remote<'a> {
+    /// `host:port`, `http://host:port` or `https://host:port`.
+    pub server: &'a str,
+    /// A file holding the bearer token (else `FIELDGUARD_TOKEN`, when set).
+    pub token_file: Option<&'a std::path::Path>,
+    /// With https: the CA that signed the service's certificate, a client certificate and key.
+    pub server_ca: Option<&'a std::path::Path>,
+    pub client_cert: Option<&'a std::path::Path>,
+    pub client_key: Option<&'a std::path::Path>,
+}
+
+/// A connection to a service, with the runtime it runs on.
+pub struct Connected {
+    pub rt: tokio::runtime::Runtime,
+    pub channel: tonic::transport::Channel,
+    pub uri: String,
+    token: Option<String>,
+}
+
+impl Connected {
+    /// A request carrying the caller's credentials.
+    pub fn request<T>(&self, msg: T) -> Result<tonic::Request<T>, ExitCode> {
+        let mut request = tonic::Request::new(msg);
+        if let Some(t) = &self.token {
+            let v = format!("Bearer {t}")
+                .parse()
+                .map_err(|_| super::usage_error("the token is not a valid header value"))?;
+            request.metadata_mut().insert("authorization", v);
+        }
+        Ok(request)
+    }
+}
+
+/// Connects (5 s to connect, 300 s per request).
+pub fn connect(r: &Remote) -> Result<Connected, ExitCode> {
+    let server = r.server;
     let uri = if server.contains("://") {
         server.to_string()
     } else {
@@ -67,7 +129,7 @@ pub fn predict(
     let read = |flag: &str, p: &std::path::Path| {
         std::fs::read(p).map_err(|e| super::usage_error(&format!("{flag} {}: {e}", p.display())))
     };
-    let token = match (&args.token_file, std::env::var("FIELDGUARD_TOKEN")) {
+    let token = match (r.token_file, std::env::var("FIELDGUARD_TOKEN")) {
         (Some(f), _) => Some(
             String::from_utf8_lossy(&read("--token-file", f)?)
                 .trim()
@@ -79,13 +141,13 @@ pub fn predict(
     let mut tls = None;
     if uri.starts_with("https://") {
         let mut t = tonic::transport::ClientTlsConfig::new().with_native_roots();
-        if let Some(ca) = &args.server_ca {
+        if let Some(ca) = r.server_ca {
             t = t.ca_certificate(tonic::transport::Certificate::from_pem(read(
                 "--server-ca",
                 ca,
             )?));
         }
-        if let (Some(c), Some(k)) = (&args.client_cert, &args.client_key) {
+        if let (Some(c), Some(k)) = (r.client_cert, r.client_key) {
             t = t.identity(tonic::transport::Identity::from_pem(
                 read("--client-cert", c)?,
                 read("--client-key", k)?,
@@ -93,46 +155,33 @@ pub fn predict(
         }
         tls = Some(t);
     }
-    let mut request = tonic::Request::new(request);
-    if let Some(t) = token {
-        let v = format!("Bearer {t}")
-            .parse()
-            .map_err(|_| super::usage_error("the token is not a valid header value"))?;
-        request.metadata_mut().insert("authorization", v);
-    }
-    let response = rt.block_on(async {
+    let channel = rt.block_on(async {
         let mut endpoint = tonic::transport::Endpoint::from_shared(uri.clone())
-            .map_err(|e| Err(super::usage_error(&format!("--server {server}: {e}"))))?
+            .map_err(|e| super::usage_error(&format!("--server {server}: {e}")))?
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(300));
         if let Some(t) = tls {
             endpoint = endpoint
                 .tls_config(t)
-                .map_err(|e| Err(super::usage_error(&format!("--server {server}: {e}"))))?;
+                .map_err(|e| super::usage_error(&format!("--server {server}: {e}")))?;
         }
-        let channel = endpoint.connect().await.map_err(|e| {
-            Err(unreachable(format!(
+        endpoint.connect().await.map_err(|e| {
+            unreachable(format!(
                 "fieldguard service {uri} unreachable: {}",
                 crate::telemetry::error_chain(&e)
-            )))
-        })?;
-        let mut client = AnalysisClient::new(channel).max_decoding_message_size(256 * 1024 * 1024);
-        client.predict_conflicts(request).await.map_err(Ok)
-    });
-    let response = match response {
-        Ok(r) => r.into_inner(),
-        Err(Err(code)) => return Err(code),
-        Err(Ok(status)) => return Err(status_exit(&uri, &status)),
-    };
-    Ok(response
-        .clusters
-        .iter()
-        .map(|c| convert::report_back(c, &args.field_manager, force.clone()))
-        .collect())
+            ))
+        })
+    })?;
+    Ok(Connected {
+        rt,
+        channel,
+        uri,
+        token,
+    })
 }
 
 /// Prints a service error (its located problems first); the matching exit code.
-fn status_exit(uri: &str, s: &tonic::Status) -> ExitCode {
+pub fn status_exit(uri: &str, s: &tonic::Status) -> ExitCode {
     let details = s.get_error_details();
     if let Some(br) = details.bad_request() {
         for v in &br.field_violations {

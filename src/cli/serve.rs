@@ -51,6 +51,33 @@ pub struct ServeArgs {
     /// them; repeatable).
     #[arg(long, value_name = "KIND")]
     pub full_kind: Vec<String>,
+    /// Remember ownership changes — who took which field from whom — and fields that fight
+    /// (`Ownership.History`, `WatchTransitions`, `Fights`; `fieldguard history`, `fights`).
+    #[arg(long, conflicts_with = "snapshot")]
+    pub history: bool,
+    /// Transitions kept in memory per cluster (the oldest go first).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 100_000,
+        requires = "history"
+    )]
+    pub history_entries: usize,
+    /// Their approximate size in memory per cluster, in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 64, requires = "history")]
+    pub history_mib: usize,
+    /// Also append every transition to this JSON-lines file; read back on restart.
+    #[arg(long, value_name = "FILE", requires = "history")]
+    pub history_file: Option<std::path::PathBuf>,
+    /// Past this size (MiB) the file is renamed FILE.1 (replacing the older one) and started anew.
+    #[arg(long, value_name = "MIB", default_value_t = 256, requires = "history")]
+    pub history_file_mib: u64,
+    /// A fight: one field taken over back and forth at least this many times ...
+    #[arg(long, value_name = "N", default_value_t = 3, requires = "history")]
+    pub fight_flips: usize,
+    /// ... within this window.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = super::apply::parse_duration, requires = "history")]
+    pub fight_window: std::time::Duration,
     /// Serve `Releases.Apply` (writes to the clusters with the service's credentials; give its
     /// account only what releases need).
     #[arg(long, conflicts_with = "snapshot")]
@@ -288,6 +315,36 @@ pub fn run(args: ServeArgs) -> ExitCode {
     }
 }
 
+/// The history to keep, as asked (its file opened).
+fn history_config(args: &ServeArgs) -> Result<Option<crate::history::HistoryConfig>, String> {
+    if !args.history {
+        return Ok(None);
+    }
+    let sink = match &args.history_file {
+        Some(p) => Some((
+            Arc::new(crate::history::sink::Sink::open(
+                p,
+                args.history_file_mib.saturating_mul(1 << 20),
+            )?),
+            p.clone(),
+        )),
+        None => None,
+    };
+    if args.fight_flips < 2 {
+        return Err("--fight-flips must be at least 2".into());
+    }
+    Ok(Some(crate::history::HistoryConfig {
+        max_entries: args.history_entries.max(1),
+        max_bytes: args.history_mib.saturating_mul(1 << 20),
+        sink,
+        fights: crate::history::FightConfig {
+            flips: args.fight_flips,
+            window: args.fight_window.as_secs().max(1) as i64,
+            ..crate::history::FightConfig::default()
+        },
+    }))
+}
+
 fn cache_config(args: &ServeArgs) -> CacheConfig {
     let groups = |v: &[String]| -> Vec<String> {
         v.iter()
@@ -327,7 +384,11 @@ fn serve_clusters(args: ServeArgs) -> ExitCode {
     } else {
         args.contexts.iter().cloned().map(Some).collect()
     };
-    let config = cache_config(&args);
+    let mut config = cache_config(&args);
+    config.history = match history_config(&args) {
+        Ok(h) => h,
+        Err(e) => return usage_error(&e),
+    };
     let listen = args.listen;
     let kubeconfig = args.kubeconfig.clone();
     let result = rt.block_on(async move {

@@ -85,6 +85,10 @@ pub trait LiveState: Send + Sync + 'static {
     fn origin(&self, _r: &ObjectRef) -> Option<Origin> {
         None
     }
+    /// The ownership changes remembered (a watch cache with history on); `None` otherwise.
+    fn history(&self) -> Option<Arc<crate::history::History>> {
+        None
+    }
     /// The namespace objects that name none are in (a kubeconfig context's).
     fn default_namespace(&self) -> Option<String> {
         None

@@ -188,6 +188,39 @@ impl OwnershipService {
 
 #[tonic::async_trait]
 impl Ownership for OwnershipService {
+    type WatchTransitionsStream = Boxed<pb::Transition>;
+
+    async fn history(
+        &self,
+        req: Request<pb::HistoryRequest>,
+    ) -> Result<Response<pb::HistoryResponse>, Status> {
+        let caller = self.stores.caller(&req).await?;
+        super::history::page(&self.stores, caller, req.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn watch_transitions(
+        &self,
+        req: Request<pb::HistoryRequest>,
+    ) -> Result<Response<Self::WatchTransitionsStream>, Status> {
+        let caller = self.stores.caller(&req).await?;
+        let rx = super::history::watch(self.stores.clone(), caller, req.into_inner()).await?;
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
+
+    async fn fights(
+        &self,
+        req: Request<pb::FightsRequest>,
+    ) -> Result<Response<pb::FightsResponse>, Status> {
+        let caller = self.stores.caller(&req).await?;
+        super::history::fights(&self.stores, caller, req.into_inner())
+            .await
+            .map(Response::new)
+    }
+
     async fn blame(
         &self,
         req: Request<pb::BlameRequest>,

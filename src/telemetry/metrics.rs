@@ -1,6 +1,6 @@
 //! Prometheus metrics (OpenMetrics text on `GET /metrics`): cached objects per kind, watch
 //! restarts, relists and lag, prediction latency, conflicts found, applies by result, gRPC
-//! requests by method and code.
+//! requests by method and code, fields taken over and fields fighting.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -60,6 +60,10 @@ pub struct Metrics {
     pub token_reviews: Counter,
     /// Unknown tokens refused because their peer's review budget was spent.
     pub token_reviews_refused: Counter,
+    /// Fields taken over (ownership history), per cluster and kind.
+    pub ownership_transfers: Family<KindLabels, Counter>,
+    /// Fields fighting now, per cluster and kind.
+    pub active_fights: Family<KindLabels, Gauge>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -86,6 +90,8 @@ impl Metrics {
             requests: Family::default(),
             token_reviews: Counter::default(),
             token_reviews_refused: Counter::default(),
+            ownership_transfers: Family::default(),
+            active_fights: Family::default(),
         };
         {
             let mut r = m.registry.lock().unwrap_or_else(|p| p.into_inner());
@@ -153,6 +159,16 @@ impl Metrics {
                 "token_reviews_refused",
                 "Unknown bearer tokens refused without a review: their peer's budget was spent",
                 m.token_reviews_refused.clone(),
+            );
+            r.register(
+                "ownership_transfers",
+                "Fields taken over from one manager by another, per cluster and kind",
+                m.ownership_transfers.clone(),
+            );
+            r.register(
+                "active_fights",
+                "Fields changing hands back and forth now (fights), per cluster and kind",
+                m.active_fights.clone(),
             );
         }
         m
