@@ -283,6 +283,17 @@ async fn history_fights_and_transitions_over_grpc_and_the_command_line() {
         .unwrap()
         .unwrap();
     assert_eq!((next.seq, next.new_value.as_str()), (6, "\"red\""));
+    // A caller that goes away leaves no subscriber behind, transitions or not.
+    drop(stream);
+    let h = cache.history.clone().unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while h.subscribers() > 0 {
+        assert!(
+            std::time::Instant::now() < until,
+            "the subscription outlived its caller"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 
     // No history kept: said so.
     let plain = support::cache_of(&server, "plain").await;

@@ -289,6 +289,11 @@ impl History {
         self.tx.subscribe()
     }
 
+    /// Subscribers now.
+    pub fn subscribers(&self) -> usize {
+        self.tx.receiver_count()
+    }
+
     /// The fights known, most recent first, each with whether it is active now.
     pub fn fights(&self) -> Vec<(Fight, bool)> {
         let t = self.fights.lock().unwrap_or_else(|p| p.into_inner());

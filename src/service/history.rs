@@ -235,7 +235,12 @@ pub async fn watch(
             }
         }
         loop {
-            let t = match rx.recv().await {
+            // A caller that went away ends the task now, not at the next transition.
+            let next = tokio::select! {
+                r = rx.recv() => r,
+                _ = tx.closed() => return,
+            };
+            let t = match next {
                 Ok(t) => t,
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                     let _ = tx
