@@ -29,18 +29,24 @@ fn object_ref(api_version: &str, kind: &str, namespace: &str, name: &str) -> Obj
     }
 }
 
+/// The cluster's store and its history (a clear refusal when it keeps none).
 #[allow(clippy::result_large_err)]
-fn history_of(store: &dyn LiveState, cluster: &str) -> Result<Arc<History>, Status> {
-    store.history().ok_or_else(|| {
+fn history_of(
+    stores: &Stores,
+    cluster: &str,
+) -> Result<(Arc<dyn LiveState>, Arc<History>), Status> {
+    let (name, store) = stores.get(cluster)?;
+    let history = store.history().ok_or_else(|| {
         error(
             Code::FailedPrecondition,
             "NO_HISTORY",
             &format!(
-                "cluster {cluster:?} keeps no ownership history: serve it from a watch cache with --history"
+                "cluster {name:?} keeps no ownership history: serve it from a watch cache with --history"
             ),
             &[],
         )
-    })
+    })?;
+    Ok((store, history))
 }
 
 pub fn filter(req: &pb::HistoryRequest) -> Filter {
@@ -117,8 +123,7 @@ pub async fn page(
     caller: super::auth::Caller,
     req: pb::HistoryRequest,
 ) -> Result<pb::HistoryResponse, Status> {
-    let (name, store) = stores.get(&req.cluster)?;
-    let history = history_of(&*store, &name)?;
+    let (store, history) = history_of(stores, &req.cluster)?;
     let limit = match req.limit {
         0 => 500,
         n => (n as usize).min(MAX_PAGE),
@@ -158,8 +163,7 @@ pub async fn fights(
     caller: super::auth::Caller,
     req: pb::FightsRequest,
 ) -> Result<pb::FightsResponse, Status> {
-    let (name, store) = stores.get(&req.cluster)?;
-    let history = history_of(&*store, &name)?;
+    let (store, history) = history_of(stores, &req.cluster)?;
     let mut readable = Readable::new(stores, caller, store);
     let mut out = Vec::new();
     for (f, active) in history.fights() {
@@ -206,8 +210,7 @@ pub async fn watch(
     caller: super::auth::Caller,
     req: pb::HistoryRequest,
 ) -> Result<tokio::sync::mpsc::Receiver<Result<pb::Transition, Status>>, Status> {
-    let (name, store) = stores.get(&req.cluster)?;
-    let history = history_of(&*store, &name)?;
+    let (store, history) = history_of(&stores, &req.cluster)?;
     let mut rx = history.subscribe();
     let f = filter(&req);
     let (tx, out) = tokio::sync::mpsc::channel(256);
