@@ -91,8 +91,14 @@ async fn history_fights_and_transitions_over_grpc_and_the_command_line() {
         ] {
             st.put(object("ConfigMap", "flip", owner, op, mode));
         }
-        st.put(object("Secret", "creds", "ops", "Update", "bmV3"));
     }
+    // Kinds are watched apart, so their order is only fixed by waiting in between.
+    recorded(&cache, 4).await;
+    server
+        .state
+        .lock()
+        .unwrap()
+        .put(object("Secret", "creds", "ops", "Update", "bmV3"));
     recorded(&cache, 5).await;
 
     let store = cache.clone() as Arc<dyn fieldguard::live::state::LiveState>;
