@@ -276,9 +276,10 @@ fn churn() {
 }
 
 /// Recording ownership history on ingest: 200,000 MODIFIED events over 10,000 Pods, the same
-/// stream with history off and on, in one run. Two streams: the kubelet's status entry changes
-/// hands on every event (the worst case: about ten fields taken over per event), and events
-/// whose managedFields do not change (a status rewrite: the common case).
+/// stream with history off and on, in one run. Three streams: the kubelet's status entry
+/// changes hands on every event (the worst case: about ten fields taken over per event), on one
+/// event in a hundred, and events whose managedFields do not change (a status rewrite: the
+/// common case).
 fn history() {
     const LIVE_PODS: usize = 10_000;
     const EVENTS: usize = 200_000;
@@ -288,14 +289,17 @@ fn history() {
         max_bytes: 1 << 31,
         ..Default::default()
     };
-    for (label, moves) in [
-        ("ownership moves every event", true),
-        ("managedFields unchanged", false),
+    // Every `n`-th Pod's status entry changes hands on each of its events (0: none does).
+    for (label, every) in [
+        ("ownership moves every event", 1),
+        ("ownership moves on 1 event in 100", 100),
+        ("managedFields unchanged", 0),
     ] {
         let stream: Vec<String> = (0..EVENTS)
             .map(|e| {
-                let ev = pod_event(e % LIVE_PODS, LIVE_PODS + e).replacen("ADDED", "MODIFIED", 1);
-                if moves && (e / LIVE_PODS) % 2 == 0 {
+                let pod = e % LIVE_PODS;
+                let ev = pod_event(pod, LIVE_PODS + e).replacen("ADDED", "MODIFIED", 1);
+                if every > 0 && pod % every == 0 && (e / LIVE_PODS) % 2 == 0 {
                     ev.replace("\"manager\":\"kubelet\"", "\"manager\":\"kubelet-b\"")
                 } else {
                     ev

@@ -8,6 +8,9 @@
 //!   the managedFields before and after each write (as the server answered it) imply, in
 //!   order, each once.
 //! - A restart with the JSON-lines sink keeps the history (same transitions, same numbers).
+//! - A long churn (1,200 forced applies) against tight bounds: every transition counted, the
+//!   ring and the fight tracker within their bounds, the newest kept, a fight going on among
+//!   the churn found with every flip.
 //!
 //! Waits are for the cache reaching the server's resourceVersion (hang guard 60 s).
 
@@ -15,7 +18,7 @@ mod support;
 
 use fieldguard::cache::{CacheConfig, ClusterCache};
 use fieldguard::history::{
-    Change, Filter, HistoryConfig, ObjectState, Owned, Transition, transition,
+    Change, FightConfig, Filter, HistoryConfig, ObjectState, Owned, Transition, transition,
 };
 use fieldguard::live::ObjectRef;
 use fieldguard::live::api::Api;
@@ -140,13 +143,19 @@ fn implied(before: &Value, after: &Value) -> Vec<(String, Change, Vec<String>, V
     transition::diff(Some(&state(&b)), Some(&state(&a)))
         .unwrap()
         .into_iter()
-        .map(|c| (c.path.to_string(), c.change, c.from, c.to))
+        .map(|c| {
+            let names = |m: Vec<&str>| m.into_iter().map(str::to_string).collect();
+            (c.path.to_string(), c.change, names(c.from), names(c.to))
+        })
         .collect()
 }
 
 fn recorded(ts: &[Arc<Transition>]) -> Vec<(String, Change, Vec<String>, Vec<String>)> {
     ts.iter()
-        .map(|t| (t.path.clone(), t.change, t.from.clone(), t.to.clone()))
+        .map(|t| {
+            let names = |m: &[Arc<str>]| m.iter().map(|m| m.to_string()).collect();
+            (t.path.to_string(), t.change, names(&t.from), names(&t.to))
+        })
         .collect()
 }
 
@@ -244,10 +253,10 @@ async fn history_of_a_real_server() {
         .filter(|t| t.change == Change::TakenOver)
         .map(|t| {
             (
-                t.path.clone(),
+                t.path.to_string(),
                 t.from.join(","),
                 t.to.join(","),
-                t.subresource.clone(),
+                t.subresource.to_string(),
             )
         })
         .collect();
@@ -472,4 +481,114 @@ async fn history_of_a_real_server() {
     assert_eq!(reloaded, all);
     assert!(again.fights().iter().any(|(f, _)| f.name == "web"));
     let _ = std::fs::remove_file(&file);
+
+    // 6. A long churn against tight bounds: 20 Widgets forced back and forth 30 times.
+    let tight = HistoryConfig {
+        max_entries: 50,
+        max_bytes: 12_000,
+        fights: FightConfig {
+            max_fields: 8,
+            ..FightConfig::default()
+        },
+        ..HistoryConfig::default()
+    };
+    let cache = ClusterCache::start(
+        "churn",
+        server.api().await,
+        CacheConfig {
+            include_groups: vec!["fieldguard.test".into()],
+            backoff: Duration::from_millis(50),
+            history: Some(tight),
+            ..CacheConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    tokio::time::timeout(Duration::from_secs(60), cache.wait_synced())
+        .await
+        .expect("initial sync");
+    let h = cache.history.clone().unwrap();
+    let (widgets, rounds) = (20, 30);
+    // Each Widget write is followed by one to a hot Widget, its owner alternating each time.
+    let mut last = Value::Null;
+    let mut hot = 0;
+    for round in 0..rounds {
+        let manager = if round % 2 == 0 { "left" } else { "right" };
+        for w in 0..widgets {
+            apply(
+                &api,
+                &format!("churn-{w}"),
+                manager,
+                true,
+                json!({"replicas": round, "note": format!("r{round}")}),
+            )
+            .await
+            .unwrap();
+            last = apply(
+                &api,
+                "churn-hot",
+                if hot % 2 == 0 { "left" } else { "right" },
+                true,
+                json!({"replicas": hot, "note": format!("h{hot}")}),
+            )
+            .await
+            .unwrap();
+            hot += 1;
+        }
+    }
+    caught_up(
+        &cache,
+        "churn-hot",
+        last["metadata"]["resourceVersion"].as_str().unwrap(),
+    )
+    .await;
+    // Each write after an object's first takes over spec.replicas and spec.note.
+    let recorded = h.recorded.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(recorded, ((widgets * (rounds - 1) + hot - 1) * 2) as u64);
+    let (kept, bytes, evicted) = h.usage();
+    assert!(
+        kept <= 50 && bytes <= 12_000,
+        "{kept} kept in {bytes} bytes"
+    );
+    assert_eq!(evicted, recorded - kept as u64);
+    assert_eq!(h.oldest(), evicted + 1);
+    let tail = h.query(&Filter::default(), 0, 1000).0;
+    assert_eq!(tail.len(), kept);
+    let newest = tail.last().unwrap();
+    assert_eq!(
+        (&*newest.name, &*newest.from, &*newest.to),
+        (
+            "churn-hot",
+            &[Arc::from("left")][..],
+            &[Arc::from("right")][..]
+        )
+    );
+    // 42 fields take turns; the tracker keeps 8 at most. The Widgets' fields flip once in
+    // 40 takeovers and are forgotten before they can fight; the hot one's two fields fight
+    // throughout, every flip counted: unrelated churn does not push a fight out.
+    let fights = h.fights();
+    assert!(fights.len() <= 8, "{}", fights.len());
+    let hot_fights: Vec<_> = fights
+        .iter()
+        .filter(|(f, _)| f.name == "churn-hot")
+        .map(|(f, active)| (f.path.as_str(), f.flips, *active, f.managers.join(",")))
+        .collect();
+    assert_eq!(
+        hot_fights,
+        [
+            (".spec.note", hot as u64 - 1, true, "left,right".to_string()),
+            (
+                ".spec.replicas",
+                hot as u64 - 1,
+                true,
+                "left,right".to_string()
+            )
+        ]
+    );
+    println!(
+        "real churn: {recorded} transitions from {} writes; {kept} kept in {bytes} bytes, {evicted} evicted, {} fights tracked",
+        widgets * rounds + hot,
+        fights.len()
+    );
+    cache.stop();
 }

@@ -5,13 +5,15 @@
 //! flipped, when first and last, and the values seen (at most a few, for kinds cached in
 //! full). A fight is active while its last flip is within the window; fields that stopped
 //! flipping are forgotten after the window, fights after `forget_after`; at most
-//! `max_fields` fields are tracked (the stalest go first).
+//! `max_fields` fields are tracked (fights and fields with more flips are kept first, then the
+//! most recent).
 
-use super::Transition;
+use super::{Text, Transition};
 use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
 
 /// When flips make a fight.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct FightConfig {
     pub flips: usize,
     /// Seconds.
@@ -65,29 +67,32 @@ impl Fight {
 
 #[derive(Default)]
 struct Field {
-    /// Flip times within the window, oldest first.
-    flips: VecDeque<i64>,
-    /// Who took it and the value it got, per flip in `flips`.
-    takers: VecDeque<(Vec<String>, Option<String>)>,
+    /// The flips within the window, oldest first: when, who took it, the value it got.
+    flips: VecDeque<(i64, Arc<[Text]>, Option<Text>)>,
     fight: Option<Fight>,
     last: i64,
+    /// When it last flipped, in the order of flips.
+    tick: u64,
 }
 
-/// A field: apiVersion, kind, namespace, name, path.
-type Key = (String, String, String, String, String);
+/// A field: apiVersion, kind, namespace, name, path (shared with the transitions).
+type Key = (Text, Text, Text, Text, Text);
 
 /// Tracks flips per field.
 #[derive(Default)]
 pub struct Tracker {
     cfg: FightConfig,
-    fields: HashMap<Key, Field>,
+    fields: HashMap<Key, Field, rustc_hash::FxBuildHasher>,
+    /// Flips taken in so far.
+    ticks: u64,
 }
 
 impl Tracker {
     pub fn new(cfg: FightConfig) -> Tracker {
         Tracker {
             cfg,
-            fields: HashMap::new(),
+            fields: HashMap::default(),
+            ticks: 0,
         }
     }
 
@@ -104,7 +109,7 @@ impl Tracker {
         if self.fields.len() >= self.cfg.max_fields {
             self.evict(now);
         }
-        let cfg = self.cfg.clone();
+        let cfg = self.cfg;
         let k = (
             t.api_version.clone(),
             t.kind.clone(),
@@ -114,55 +119,60 @@ impl Tracker {
         );
         let f = self.fields.entry(k).or_default();
         f.last = now;
-        f.flips.push_back(now);
-        f.takers.push_back((t.to.clone(), t.new_value.clone()));
-        while f.flips.front().is_some_and(|&x| now - x > cfg.window)
+        self.ticks += 1;
+        f.tick = self.ticks;
+        f.flips.push_back((now, t.to.clone(), t.new_value.clone()));
+        while f.flips.front().is_some_and(|x| now - x.0 > cfg.window)
             || f.flips.len() > cfg.flips * 4
         {
             f.flips.pop_front();
-            f.takers.pop_front();
         }
         let value = t.new_value.clone();
         match &mut f.fight {
             Some(fight) if now - fight.last_seen <= cfg.window => {
                 fight.flips += 1;
                 fight.last_seen = now;
-                for m in t.from.iter().chain(&t.to) {
-                    if !fight.managers.contains(m) {
-                        fight.managers.push(m.clone());
+                for m in t.from.iter().chain(t.to.iter()) {
+                    if !fight.managers.iter().any(|x| **x == **m) {
+                        fight.managers.push(m.to_string());
                         fight.managers.sort();
                     }
                 }
                 if let Some(v) = value
                     && fight.values.len() < MAX_VALUES
-                    && !fight.values.contains(&v)
+                    && !fight.values.iter().any(|x| **x == *v)
                 {
-                    fight.values.push(v);
+                    fight.values.push(v.to_string());
                 }
             }
             _ => {
                 // Two or more managers among the takers of the window's flips.
-                let managers: BTreeSet<&String> =
-                    f.takers.iter().flat_map(|x| &x.0).chain(&t.from).collect();
+                let managers: BTreeSet<&str> = f
+                    .flips
+                    .iter()
+                    .flat_map(|x| x.1.iter())
+                    .chain(t.from.iter())
+                    .map(|m| &**m)
+                    .collect();
                 if f.flips.len() < cfg.flips || managers.len() < 2 {
                     return None;
                 }
                 f.fight = Some(Fight {
-                    cluster: t.cluster.clone(),
-                    api_version: t.api_version.clone(),
-                    kind: t.kind.clone(),
-                    namespace: t.namespace.clone(),
-                    name: t.name.clone(),
-                    path: t.path.clone(),
-                    managers: managers.into_iter().cloned().collect(),
+                    cluster: t.cluster.to_string(),
+                    api_version: t.api_version.to_string(),
+                    kind: t.kind.to_string(),
+                    namespace: t.namespace.to_string(),
+                    name: t.name.to_string(),
+                    path: t.path.to_string(),
+                    managers: managers.into_iter().map(str::to_string).collect(),
                     flips: f.flips.len() as u64,
-                    first_seen: *f.flips.front().unwrap_or(&now),
+                    first_seen: f.flips.front().map_or(now, |x| x.0),
                     last_seen: now,
-                    values: f.takers.iter().filter_map(|x| x.1.clone()).fold(
+                    values: f.flips.iter().filter_map(|x| x.2.as_deref()).fold(
                         Vec::new(),
-                        |mut vs, v| {
-                            if vs.len() < MAX_VALUES && !vs.contains(&v) {
-                                vs.push(v);
+                        |mut vs: Vec<String>, v| {
+                            if vs.len() < MAX_VALUES && !vs.iter().any(|x| x == v) {
+                                vs.push(v.to_string());
                             }
                             vs
                         },
@@ -173,26 +183,25 @@ impl Tracker {
         f.fight.as_ref()
     }
 
-    /// Forgets fields that stopped flipping and old fights; the stalest fields go when the
-    /// bound is still reached.
+    /// Forgets fields that stopped flipping and old fights; when that frees less than a
+    /// quarter of the bound, the fields least likely to fight go, down to half of it (so each
+    /// pass frees room for many more flips: amortized constant work per flip).
     fn evict(&mut self, now: i64) {
         let cfg = &self.cfg;
         self.fields.retain(|_, f| match &f.fight {
             Some(fight) => now - fight.last_seen <= cfg.forget_after,
             None => now - f.last <= cfg.window,
         });
-        if self.fields.len() >= cfg.max_fields {
-            // Down to half the bound, the stalest first (by count: ties are common).
-            let mut by_age: Vec<(i64, Key)> = self
-                .fields
-                .iter()
-                .map(|(k, f)| (f.last, k.clone()))
-                .collect();
-            by_age.sort_unstable_by_key(|x| x.0);
-            let drop = by_age.len() - cfg.max_fields / 2;
-            for (_, k) in by_age.into_iter().take(drop) {
-                self.fields.remove(&k);
-            }
+        let len = self.fields.len();
+        if len > 0 && (len >= cfg.max_fields || len > cfg.max_fields - cfg.max_fields / 4) {
+            // Kept first: fields that fight, then those with more flips in the window, then
+            // the most recently flipped (by the order of flips: times tie). Unrelated churn
+            // then cannot push out a fight in the making.
+            let rank = |f: &Field| (f.fight.is_some(), f.flips.len(), f.tick);
+            let drop = len - cfg.max_fields / 2;
+            let mut order: Vec<(bool, usize, u64)> = self.fields.values().map(rank).collect();
+            let (_, &mut cut, _) = order.select_nth_unstable(drop - 1);
+            self.fields.retain(|_, f| rank(f) > cut);
         }
     }
 
@@ -223,10 +232,10 @@ mod tests {
             name: "web".into(),
             path: ".spec.replicas".into(),
             change: Change::TakenOver,
-            from: vec![from.into()],
-            to: vec![to.into()],
+            from: Arc::from([Text::from(from)]),
+            to: Arc::from([Text::from(to)]),
             operation: "Update".into(),
-            subresource: String::new(),
+            subresource: "".into(),
             resource_version: "1".into(),
             time: Some(at),
             observed: at,
@@ -286,16 +295,45 @@ mod tests {
         });
         for i in 0..100 {
             let mut f = flip("a", "b", "1", i);
-            f.name = format!("web-{i}");
+            f.name = format!("web-{i}").into();
             t.observe(&f, i);
             assert!(t.fields.len() <= 10);
         }
         // All at the same time (ties): still bounded, by count.
         for i in 0..100 {
             let mut f = flip("a", "b", "1", 1000);
-            f.name = format!("tie-{i}");
+            f.name = format!("tie-{i}").into();
             t.observe(&f, 1000);
             assert!(t.fields.len() <= 10);
+            // The field just flipped is kept, whatever the ties.
+            assert!(t.fields.keys().any(|k| *k.3 == *f.name));
+        }
+        // A fight outlives a churn of newer fields that flip once.
+        let mut t = Tracker::new(FightConfig {
+            max_fields: 8,
+            ..FightConfig::default()
+        });
+        for i in 0..3 {
+            let (a, b) = if i % 2 == 0 { ("a", "b") } else { ("b", "a") };
+            t.observe(&flip(a, b, "1", 2000 + i), 2000 + i);
+        }
+        for i in 0..20 {
+            let mut f = flip("a", "b", "1", 2010);
+            f.name = format!("churn-{i}").into();
+            t.observe(&f, 2010);
+        }
+        let f = t.observe(&flip("b", "a", "1", 2020), 2020).unwrap();
+        assert_eq!((f.flips, f.first_seen), (4, 2000));
+        // A bound of one.
+        let mut small = Tracker::new(FightConfig {
+            max_fields: 1,
+            ..FightConfig::default()
+        });
+        for i in 0..5 {
+            let mut f = flip("a", "b", "1", i);
+            f.name = format!("one-{i}").into();
+            small.observe(&f, i);
+            assert_eq!(small.fields.len(), 1);
         }
     }
 }

@@ -18,34 +18,37 @@ pub use transition::{Change, FieldChange, ObjectState, Owned};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+/// Text shared between transitions (names, managers: interned per history).
+pub type Text = Arc<str>;
+
 /// One field changing hands, as recorded.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Transition {
     /// Its number in the cluster's history (increasing; resumable).
     pub seq: u64,
-    pub cluster: String,
-    pub api_version: String,
-    pub kind: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub namespace: String,
-    pub name: String,
+    pub cluster: Text,
+    pub api_version: Text,
+    pub kind: Text,
+    #[serde(default = "no_text", skip_serializing_if = "is_empty")]
+    pub namespace: Text,
+    pub name: Text,
     /// As kube-apiserver prints paths (`.spec.replicas`); empty for the whole object.
-    #[serde(default)]
-    pub path: String,
+    #[serde(default = "no_text")]
+    pub path: Text,
     pub change: Change,
     /// Managers that lost the field.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub from: Vec<String>,
+    #[serde(default, skip_serializing_if = "no_managers")]
+    pub from: Arc<[Text]>,
     /// Managers that gained it (taken over, shared) or still own it (released).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub to: Vec<String>,
+    #[serde(default, skip_serializing_if = "no_managers")]
+    pub to: Arc<[Text]>,
     /// `Apply` or `Update`: the entry that gained the field (lost it, for releases).
-    pub operation: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub subresource: String,
+    pub operation: Text,
+    #[serde(default = "no_text", skip_serializing_if = "is_empty")]
+    pub subresource: Text,
     /// The object's resourceVersion after the change.
-    pub resource_version: String,
+    pub resource_version: Text,
     /// The entry's time (unix seconds), as the apiserver stamped it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<i64>,
@@ -54,12 +57,24 @@ pub struct Transition {
     /// The field's value before and after (JSON), for kinds cached in full; Secrets' values
     /// are redacted, values over 1 KiB are not kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub old_value: Option<String>,
+    pub old_value: Option<Text>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub new_value: Option<String>,
+    pub new_value: Option<Text>,
     /// For `removed`: how many fields the manager owned.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub fields: usize,
+}
+
+fn no_text() -> Text {
+    Arc::from("")
+}
+
+fn is_empty(t: &Text) -> bool {
+    t.is_empty()
+}
+
+fn no_managers(m: &Arc<[Text]>) -> bool {
+    m.is_empty()
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -116,14 +131,56 @@ impl std::fmt::Debug for HistoryConfig {
 /// One cluster's history.
 pub struct History {
     pub cluster: String,
-    ring: Mutex<ring::Ring>,
-    fights: Mutex<fights::Tracker>,
+    state: Mutex<State>,
     tx: tokio::sync::broadcast::Sender<Arc<Transition>>,
     sink: Option<Arc<sink::Sink>>,
     /// Transitions recorded since start, and those the watch could not compute (unreadable
     /// managedFields).
     pub recorded: std::sync::atomic::AtomicU64,
     pub failed: std::sync::atomic::AtomicU64,
+}
+
+/// What recording changes, under one lock.
+struct State {
+    ring: ring::Ring,
+    fights: fights::Tracker,
+    names: Names,
+}
+
+/// Names shared by the transitions that carry them: kinds, namespaces, managers, operations.
+/// Bounded: past [`MAX_NAMES`], a name is simply not shared.
+#[derive(Default)]
+struct Names(std::collections::HashSet<Text, rustc_hash::FxBuildHasher>);
+
+const MAX_NAMES: usize = 10_000;
+
+impl Names {
+    fn get(&mut self, s: &str) -> Text {
+        if let Some(t) = self.0.get(s) {
+            return t.clone();
+        }
+        let t: Text = Arc::from(s);
+        if self.0.len() < MAX_NAMES {
+            self.0.insert(t.clone());
+        }
+        t
+    }
+
+    /// `t` with its names shared.
+    fn share(&mut self, t: Transition) -> Transition {
+        let many = |names: &mut Names, m: &[Text]| m.iter().map(|m| names.get(m)).collect();
+        Transition {
+            cluster: self.get(&t.cluster),
+            api_version: self.get(&t.api_version),
+            kind: self.get(&t.kind),
+            namespace: self.get(&t.namespace),
+            from: many(self, &t.from),
+            to: many(self, &t.to),
+            operation: self.get(&t.operation),
+            subresource: self.get(&t.subresource),
+            ..t
+        }
+    }
 }
 
 /// Subscribers that fall this far behind lose transitions (and are told how many).
@@ -137,13 +194,15 @@ impl History {
     /// A history for `cluster`, with what its sink kept from earlier runs read back.
     pub fn new(cluster: &str, cfg: &HistoryConfig) -> Arc<History> {
         let mut ring = ring::Ring::new(cfg.max_entries, cfg.max_bytes);
-        let mut tracker = fights::Tracker::new(cfg.fights.clone());
+        let mut tracker = fights::Tracker::new(cfg.fights);
+        let mut names = Names::default();
         if let Some((_, path)) = &cfg.sink {
             let (earlier, bad) = sink::load(path, cluster, cfg.max_entries);
             if bad > 0 {
                 tracing::warn!(cluster, path = %path.display(), lines = bad, "history sink: unreadable lines skipped");
             }
             for t in earlier {
+                let t = names.share(t);
                 tracker.observe(&t, t.observed);
                 let size = approx_size(&t);
                 ring.push(t, size);
@@ -152,8 +211,11 @@ impl History {
         let (tx, _) = tokio::sync::broadcast::channel(SUBSCRIBER_QUEUE);
         let h = Arc::new(History {
             cluster: cluster.to_string(),
-            ring: Mutex::new(ring),
-            fights: Mutex::new(tracker),
+            state: Mutex::new(State {
+                ring,
+                fights: tracker,
+                names,
+            }),
             tx,
             sink: cfg.sink.as_ref().map(|s| s.0.clone()),
             recorded: Default::default(),
@@ -181,6 +243,10 @@ impl History {
         h
     }
 
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Takes in one object's change from `old` to `new` (`None`: absent on that side).
     pub fn observe(
         &self,
@@ -188,85 +254,93 @@ impl History {
         old: Option<&ObjectState<'_>>,
         new: Option<&ObjectState<'_>>,
     ) {
-        let Subject {
-            api_version,
-            kind,
-            namespace,
-            name,
-            resource_version,
-        } = *object;
         let changes = match transition::diff(old, new) {
             Ok(c) => c,
             Err(e) => {
                 self.failed
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                tracing::debug!(cluster = %self.cluster, kind, namespace, name, error = %e, "history: managedFields unreadable");
+                tracing::debug!(cluster = %self.cluster, kind = object.kind, namespace = object.namespace, name = object.name, error = %e, "history: managedFields unreadable");
                 return;
             }
         };
         if changes.is_empty() {
             return;
         }
-        let secret = kind == "Secret" && api_version == "v1";
-        let observed = now_secs();
-        let shown = |v: Option<crate::value::Value>| -> Option<String> {
+        let secret = object.kind == "Secret" && object.api_version == "v1";
+        let shown = |v: Option<&crate::value::Value>| -> Option<Text> {
             let v = v?;
             if secret {
-                return Some(format!("\"{}\"", crate::check::REDACTED));
+                return Some(Arc::from(format!("\"{}\"", crate::check::REDACTED)));
             }
-            let text = crate::value::json::to_string(&v, crate::value::json::Style::PLAIN);
-            Some(if text.len() > MAX_VALUE {
+            let text = crate::value::json::to_string(v, crate::value::json::Style::PLAIN);
+            Some(Arc::from(if text.len() > MAX_VALUE {
                 format!("\"<{} bytes, not kept>\"", text.len())
             } else {
                 text
-            })
+            }))
         };
-        let metrics = crate::telemetry::metrics::global();
-        for c in changes {
-            let t = Transition {
-                seq: 0,
-                cluster: self.cluster.clone(),
-                api_version: api_version.to_string(),
-                kind: kind.to_string(),
-                namespace: namespace.to_string(),
-                name: name.to_string(),
-                path: c.path.to_string(),
-                change: c.change,
-                from: c.from,
-                to: c.to,
-                operation: c.operation,
-                subresource: c.subresource,
-                resource_version: resource_version.to_string(),
-                time: c.time,
-                observed,
-                old_value: shown(c.old_value),
-                new_value: shown(c.new_value),
-                fields: c.fields,
-            };
-            if t.change == Change::TakenOver {
-                metrics
-                    .ownership_transfers
-                    .get_or_create(&crate::telemetry::metrics::KindLabels {
-                        cluster: self.cluster.clone(),
-                        kind: kind.to_string(),
-                    })
-                    .inc();
-            }
-            self.fights
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .observe(&t, observed);
-            let size = approx_size(&t);
-            let t = self
-                .ring
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(t, size);
+        let observed = now_secs();
+        let mut takeovers = 0;
+        let recorded: Vec<Arc<Transition>> = {
+            let mut st = self.state();
+            let State {
+                ring,
+                fights,
+                names,
+            } = &mut *st;
+            let cluster = names.get(&self.cluster);
+            let (api_version, kind, namespace) = (
+                names.get(object.api_version),
+                names.get(object.kind),
+                names.get(object.namespace),
+            );
+            let name: Text = Arc::from(object.name);
+            let resource_version: Text = Arc::from(object.resource_version);
+            changes
+                .into_iter()
+                .map(|c| {
+                    let t = Transition {
+                        seq: 0,
+                        cluster: cluster.clone(),
+                        api_version: api_version.clone(),
+                        kind: kind.clone(),
+                        namespace: namespace.clone(),
+                        name: name.clone(),
+                        path: Arc::from(c.path.to_string()),
+                        change: c.change,
+                        from: c.from.iter().map(|m| names.get(m)).collect(),
+                        to: c.to.iter().map(|m| names.get(m)).collect(),
+                        operation: names.get(c.operation),
+                        subresource: names.get(c.subresource),
+                        resource_version: resource_version.clone(),
+                        time: c.time,
+                        observed,
+                        old_value: shown(c.old_value),
+                        new_value: shown(c.new_value),
+                        fields: c.fields,
+                    };
+                    takeovers += u64::from(t.change == Change::TakenOver);
+                    fights.observe(&t, observed);
+                    let size = approx_size(&t);
+                    ring.push(t, size)
+                })
+                .collect()
+        };
+        if takeovers > 0 {
+            crate::telemetry::metrics::global()
+                .ownership_transfers
+                .get_or_create(&crate::telemetry::metrics::KindLabels {
+                    cluster: self.cluster.clone(),
+                    kind: object.kind.to_string(),
+                })
+                .inc_by(takeovers);
+        }
+        self.recorded
+            .fetch_add(recorded.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        for t in recorded {
             if let Some(s) = &self.sink {
                 s.write(&t);
             }
-            self.recorded
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let _ = self.tx.send(t);
         }
     }
@@ -278,10 +352,7 @@ impl History {
         after: u64,
         limit: usize,
     ) -> (Vec<Arc<Transition>>, Option<u64>) {
-        self.ring
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .query(f, after, limit)
+        self.state().ring.query(f, after, limit)
     }
 
     /// Transitions as they are recorded.
@@ -296,7 +367,8 @@ impl History {
 
     /// The fights known, most recent first, each with whether it is active now.
     pub fn fights(&self) -> Vec<(Fight, bool)> {
-        let t = self.fights.lock().unwrap_or_else(|p| p.into_inner());
+        let st = self.state();
+        let t = &st.fights;
         let now = now_secs();
         t.fights()
             .into_iter()
@@ -309,33 +381,30 @@ impl History {
 
     /// The oldest sequence number kept (0: none).
     pub fn oldest(&self) -> u64 {
-        self.ring.lock().unwrap_or_else(|p| p.into_inner()).oldest()
+        self.state().ring.oldest()
     }
 
     /// (transitions kept, their approximate bytes, transitions evicted by the bounds).
     pub fn usage(&self) -> (usize, usize, u64) {
-        let r = self.ring.lock().unwrap_or_else(|p| p.into_inner());
+        let st = self.state();
+        let r = &st.ring;
         (r.len(), r.bytes(), r.evicted)
     }
 }
 
-/// About what a transition holds in memory.
+/// About what a transition holds in memory. Interned names (cluster, kind, namespace,
+/// managers, operation) are shared and bounded apart; the object's name and resourceVersion
+/// are counted in full although the transitions of one event share them.
 fn approx_size(t: &Transition) -> usize {
+    const ARC: usize = 16; // an Arc allocation's counts
     std::mem::size_of::<Transition>()
-        + t.cluster.len()
-        + t.api_version.len()
-        + t.kind.len()
-        + t.namespace.len()
+        + 2 * ARC
         + t.name.len()
-        + t.path.len()
-        + t.from
-            .iter()
-            .chain(&t.to)
-            .map(|m| m.len() + 24)
-            .sum::<usize>()
-        + t.operation.len()
-        + t.subresource.len()
         + t.resource_version.len()
-        + t.old_value.as_ref().map_or(0, String::len)
-        + t.new_value.as_ref().map_or(0, String::len)
+        + ARC
+        + t.path.len()
+        + 2 * ARC
+        + (t.from.len() + t.to.len()) * std::mem::size_of::<Text>()
+        + t.old_value.as_ref().map_or(0, |v| v.len() + ARC)
+        + t.new_value.as_ref().map_or(0, |v| v.len() + ARC)
 }

@@ -26,11 +26,15 @@ impl Filter {
             p.strip_prefix(self.path_prefix.as_str())
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
         };
-        (self.kind.is_empty() || self.kind == t.kind)
-            && (self.namespace.is_empty() || self.namespace == t.namespace)
-            && (self.name.is_empty() || self.name == t.name)
+        (self.kind.is_empty() || *self.kind == *t.kind)
+            && (self.namespace.is_empty() || *self.namespace == *t.namespace)
+            && (self.name.is_empty() || *self.name == *t.name)
             && (self.path_prefix.is_empty() || prefix(&t.path))
-            && (self.manager.is_empty() || t.from.iter().chain(&t.to).any(|m| *m == self.manager))
+            && (self.manager.is_empty()
+                || t.from
+                    .iter()
+                    .chain(t.to.iter())
+                    .any(|m| **m == *self.manager))
             && (self.since == 0 || t.observed >= self.since)
             && (self.until == 0 || t.observed <= self.until)
     }
@@ -137,10 +141,10 @@ mod tests {
             name: name.into(),
             path: path.into(),
             change: Change::TakenOver,
-            from: vec![from.into()],
-            to: vec![to.into()],
+            from: vec![from.into()].into(),
+            to: vec![to.into()].into(),
             operation: "Apply".into(),
-            subresource: String::new(),
+            subresource: "".into(),
             resource_version: "1".into(),
             time: None,
             observed,

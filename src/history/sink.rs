@@ -144,7 +144,7 @@ pub fn load(path: &Path, cluster: &str, keep: usize) -> (Vec<Transition>, usize)
                 continue;
             }
             match serde_json::from_str::<Transition>(&line) {
-                Ok(t) if t.cluster == cluster => {
+                Ok(t) if *t.cluster == *cluster => {
                     out.push_back(t);
                     if out.len() > keep {
                         out.pop_front();
@@ -170,14 +170,14 @@ mod tests {
             api_version: "v1".into(),
             kind: "ConfigMap".into(),
             namespace: "ns".into(),
-            name: format!("cm-{seq}"),
+            name: format!("cm-{seq}").into(),
             path: ".data.k".into(),
             change: Change::TakenOver,
-            from: vec!["a".into()],
-            to: vec!["b".into()],
+            from: vec!["a".into()].into(),
+            to: vec!["b".into()].into(),
             operation: "Apply".into(),
-            subresource: String::new(),
-            resource_version: seq.to_string(),
+            subresource: "".into(),
+            resource_version: seq.to_string().into(),
             time: Some(1),
             observed: 2,
             old_value: Some("\"x\"".into()),

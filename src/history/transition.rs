@@ -11,7 +11,6 @@
 
 use crate::fieldpath::{Path, PathElement, Set};
 use crate::value::{self, Value};
-use std::collections::BTreeSet;
 
 /// How a field changed hands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -56,24 +55,25 @@ pub struct ObjectState<'a> {
     pub object: Option<&'a Value>,
 }
 
-/// One field changing hands, before it is stamped with where and when.
+/// One field changing hands, before it is stamped with where and when. Borrows the names
+/// and values of the states it was computed from.
 #[derive(Clone, Debug, PartialEq)]
-pub struct FieldChange {
+pub struct FieldChange<'a> {
     /// Empty for a whole object (`Removed`).
     pub path: Path,
     pub change: Change,
     /// Managers that lost it (sorted).
-    pub from: Vec<String>,
+    pub from: Vec<&'a str>,
     /// Managers that gained it (`TakenOver`, `Shared`) or still own it (`Released`), sorted.
-    pub to: Vec<String>,
+    pub to: Vec<&'a str>,
     /// The operation and subresource of the entry that gained it (or lost it, for releases).
-    pub operation: String,
-    pub subresource: String,
+    pub operation: &'a str,
+    pub subresource: &'a str,
     /// That entry's time.
     pub time: Option<i64>,
     /// Values before and after, for kinds cached in full.
-    pub old_value: Option<Value>,
-    pub new_value: Option<Value>,
+    pub old_value: Option<&'a Value>,
+    pub new_value: Option<&'a Value>,
     /// For `Removed`: how many fields the manager owned.
     pub fields: usize,
 }
@@ -89,12 +89,86 @@ fn parse(o: &Owned<'_>) -> Result<Set, String> {
         .map_err(|e| format!("managedFields of {} ({}): {e}", o.manager, o.operation))
 }
 
+/// The same entry (manager, operation, subresource and fields) on both sides. Interned texts
+/// are compared by address first.
+fn same(a: &Owned<'_>, b: &Owned<'_>) -> bool {
+    key(a) == key(b) && (std::ptr::eq(a.fields, b.fields) || a.fields == b.fields)
+}
+
+/// Managers as bits: one per distinct manager name, in name order.
+type Mask = u128;
+
+/// Objects with more distinct managers than this are not recorded (counted as unreadable).
+pub const MAX_MANAGERS: usize = Mask::BITS as usize;
+
+/// One side's entries: which changed (and their parsed sets), which did not.
+struct Side<'s, 'a> {
+    entries: &'s [Owned<'a>],
+    /// Per entry: the manager's bit.
+    bits: Vec<Mask>,
+    /// Per entry: its fields, parsed when it changed (else `None` until needed).
+    sets: Vec<Option<Set>>,
+    changed: Vec<bool>,
+}
+
+impl<'a> Side<'_, 'a> {
+    /// The managers whose entries of the given kind (changed or not) hold `p`.
+    fn owners(&self, p: &[PathElement], changed: bool) -> Mask {
+        let mut m = 0;
+        for (i, s) in self.sets.iter().enumerate() {
+            if self.changed[i] == changed && s.as_ref().is_some_and(|s| s.has(p)) {
+                m |= self.bits[i];
+            }
+        }
+        m
+    }
+
+    /// The fields of the changed entry with key `k`.
+    fn changed_set(&self, k: Key) -> Option<&Set> {
+        (0..self.entries.len())
+            .find(|&i| self.changed[i] && key(&self.entries[i]) == k)
+            .and_then(|i| self.sets[i].as_ref())
+    }
+
+    /// The entry of the manager `bit` that holds `p` (the latest, if several), else its latest.
+    fn entry(&self, bit: Mask, p: &[PathElement]) -> Option<Owned<'a>> {
+        (0..self.entries.len())
+            .filter(|&i| self.bits[i] == bit)
+            .max_by_key(|&i| {
+                let holds = self.sets[i].as_ref().is_some_and(|s| s.has(p));
+                (holds, self.entries[i].time)
+            })
+            .map(|i| self.entries[i])
+    }
+}
+
+/// One side, its changed entries parsed.
+fn side<'s, 'a>(
+    st: &'s ObjectState<'a>,
+    changed: Vec<bool>,
+    bit: &impl Fn(&str) -> Mask,
+) -> Result<Side<'s, 'a>, String> {
+    let sets = st
+        .entries
+        .iter()
+        .zip(&changed)
+        .map(|(o, &c)| c.then(|| parse(o)).transpose())
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(Side {
+        entries: &st.entries,
+        bits: st.entries.iter().map(|o| bit(o.manager)).collect(),
+        sets,
+        changed,
+    })
+}
+
 /// The field changes from `old` to `new` (`None`: the object does not exist on that side).
-/// Cheap when no entry changed: entries are compared by text before anything is parsed.
-pub fn diff(
-    old: Option<&ObjectState<'_>>,
-    new: Option<&ObjectState<'_>>,
-) -> Result<Vec<FieldChange>, String> {
+/// Cheap when no entry changed: entries are compared by text before anything is parsed; an
+/// entry that is the same on both sides is parsed only when a field's owners depend on it.
+pub fn diff<'a>(
+    old: Option<&ObjectState<'a>>,
+    new: Option<&ObjectState<'a>>,
+) -> Result<Vec<FieldChange<'a>>, String> {
     let (Some(old), Some(new)) = (old, new) else {
         // Created: nothing changes hands. Deleted: everyone loses everything.
         let Some(old) = old.filter(|_| new.is_none()) else {
@@ -102,153 +176,153 @@ pub fn diff(
         };
         return removed(old);
     };
-    let changed: Vec<Key> = {
-        let mut keys: BTreeSet<Key> = BTreeSet::new();
-        for o in &old.entries {
-            let same = new
-                .entries
-                .iter()
-                .any(|n| key(n) == key(o) && n.fields == o.fields);
-            if !same {
-                keys.insert(key(o));
-            }
-        }
-        for n in &new.entries {
-            let same = old
-                .entries
-                .iter()
-                .any(|o| key(n) == key(o) && n.fields == o.fields);
-            if !same {
-                keys.insert(key(n));
-            }
-        }
-        keys.into_iter().collect()
-    };
-    if changed.is_empty() {
+    let old_changed: Vec<bool> = old
+        .entries
+        .iter()
+        .map(|o| !new.entries.iter().any(|n| same(o, n)))
+        .collect();
+    let new_changed: Vec<bool> = new
+        .entries
+        .iter()
+        .map(|n| !old.entries.iter().any(|o| same(o, n)))
+        .collect();
+    if !old_changed.iter().chain(&new_changed).any(|&c| c) {
         return Ok(vec![]);
     }
-    let old_sets: Vec<(Owned, Set)> = old
+    let mut names: Vec<&'a str> = old
         .entries
         .iter()
-        .map(|o| Ok((*o, parse(o)?)))
-        .collect::<Result<_, String>>()?;
-    let new_sets: Vec<(Owned, Set)> = new
-        .entries
-        .iter()
-        .map(|o| Ok((*o, parse(o)?)))
-        .collect::<Result<_, String>>()?;
-    // The fields some changed entry gained or lost.
+        .chain(&new.entries)
+        .map(|o| o.manager)
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    if names.len() > MAX_MANAGERS {
+        return Err(format!(
+            "{} managers: more than {MAX_MANAGERS} are not recorded",
+            names.len()
+        ));
+    }
+    let bit = |m: &str| -> Mask { 1 << names.binary_search(&m).unwrap_or(0) };
+    let before = side(old, old_changed, &bit)?;
+    let mut after = side(new, new_changed, &bit)?;
+    // The fields some changed entry gained or lost: per (manager, operation, subresource).
     let empty = Set::new();
     let mut candidates = Set::new();
-    for k in &changed {
-        let before = old_sets
-            .iter()
-            .find(|(o, _)| key(o) == *k)
-            .map_or(&empty, |x| &x.1);
-        let after = new_sets
-            .iter()
-            .find(|(o, _)| key(o) == *k)
-            .map_or(&empty, |x| &x.1);
-        let (gained, lost) = after.differences(before);
+    let mut keys: Vec<Key> = (0..before.entries.len())
+        .filter(|&i| before.changed[i])
+        .map(|i| key(&before.entries[i]))
+        .chain(
+            (0..after.entries.len())
+                .filter(|&i| after.changed[i])
+                .map(|i| key(&after.entries[i])),
+        )
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    for k in keys {
+        let b = before.changed_set(k).unwrap_or(&empty);
+        let a = after.changed_set(k).unwrap_or(&empty);
+        let (gained, lost) = a.differences(b);
         candidates.union_with(gained);
         candidates.union_with(lost);
     }
-    let owners = |sets: &[(Owned, Set)], p: &[PathElement]| -> BTreeSet<String> {
-        sets.iter()
-            .filter(|(_, s)| s.has(p))
-            .map(|(o, _)| o.manager.to_string())
+    // Entries the same on both sides own a field before and after alike: they matter only
+    // to who else owns it, and to a manager that also has a changed entry.
+    let unchanged_bits: Mask = (0..after.entries.len())
+        .filter(|&i| !after.changed[i])
+        .fold(0, |m, i| m | after.bits[i]);
+    let mut unchanged_parsed = false;
+    let mut kept: Vec<(FieldChange<'a>, Mask, Mask)> = Vec::new();
+    let mut failed: Option<String> = None;
+    let to_names = |m: Mask| -> Vec<&'a str> {
+        (0..names.len())
+            .filter(|i| m & (1 << i) != 0)
+            .map(|i| names[i])
             .collect()
     };
-    let mut out: Vec<FieldChange> = Vec::new();
     candidates.iterate(|p| {
-        let before = owners(&old_sets, p);
-        let after = owners(&new_sets, p);
-        let gained: Vec<String> = after.difference(&before).cloned().collect();
-        let lost: Vec<String> = before.difference(&after).cloned().collect();
-        let (change, from, to, by) = match (lost.is_empty(), gained.is_empty()) {
-            (false, false) => (Change::TakenOver, lost, gained.clone(), gained.first()),
-            (true, false) if !before.is_empty() => {
-                (Change::Shared, vec![], gained.clone(), gained.first())
+        if failed.is_some() {
+            return;
+        }
+        let cb = before.owners(p, true);
+        let ca = after.owners(p, true);
+        let moved = (ca ^ cb) & unchanged_bits != 0;
+        let one_sided = (ca & !cb == 0) != (cb & !ca == 0);
+        let u = if moved || one_sided {
+            if !unchanged_parsed {
+                unchanged_parsed = true;
+                for i in 0..after.entries.len() {
+                    if !after.changed[i] {
+                        match parse(&after.entries[i]) {
+                            Ok(s) => after.sets[i] = Some(s),
+                            Err(e) => {
+                                failed = Some(e);
+                                return;
+                            }
+                        }
+                    }
+                }
             }
-            (false, true) => {
-                let by = lost.first().cloned();
-                let to = after.iter().cloned().collect();
-                return push(
-                    &mut out,
-                    p,
-                    Change::Released,
-                    lost,
-                    to,
-                    by.as_deref(),
-                    &old_sets,
-                    old,
-                    new,
-                );
-            }
+            after.owners(p, false)
+        } else {
+            0
+        };
+        let (was, is) = (cb | u, ca | u);
+        let (gained, lost) = (is & !was, was & !is);
+        let (change, from, to, by, side) = match (lost != 0, gained != 0) {
+            (true, true) => (Change::TakenOver, lost, gained, gained, &after),
+            (false, true) if was != 0 => (Change::Shared, 0, gained, gained, &after),
+            (true, false) => (Change::Released, lost, is, lost, &before),
             _ => return,
         };
-        let by = by.cloned();
-        push(
-            &mut out,
-            p,
-            change,
+        // A change its recorded ancestor already says.
+        let covered = kept.iter().any(|(k, f, t)| {
+            (k.change, *f, *t) == (change, from, to)
+                && k.path.len() < p.len()
+                && p[..k.path.len()]
+                    .iter()
+                    .zip(k.path.elements())
+                    .all(|(a, b)| a.equals(b))
+        });
+        if covered {
+            return;
+        }
+        let by = by & by.wrapping_neg();
+        let entry = side.entry(by, p);
+        let latest = new
+            .entries
+            .iter()
+            .filter(|o| bit(o.manager) == by)
+            .max_by_key(|o| o.time);
+        kept.push((
+            FieldChange {
+                path: Path(p.to_vec()),
+                change,
+                from: to_names(from),
+                to: to_names(to),
+                operation: entry.map_or("", |o| o.operation),
+                subresource: entry.map_or("", |o| o.subresource),
+                time: latest.and_then(|o| o.time).or(entry.and_then(|o| o.time)),
+                old_value: old.object.and_then(|v| value_at(v, p)),
+                new_value: new.object.and_then(|v| value_at(v, p)),
+                fields: 0,
+            },
             from,
             to,
-            by.as_deref(),
-            &new_sets,
-            old,
-            new,
-        );
+        ));
     });
-    Ok(topmost(out))
-}
-
-/// Records one change; `by` names the manager whose entry (in `sets`) made it.
-#[allow(clippy::too_many_arguments)]
-fn push(
-    out: &mut Vec<FieldChange>,
-    p: &[PathElement],
-    change: Change,
-    from: Vec<String>,
-    to: Vec<String>,
-    by: Option<&str>,
-    sets: &[(Owned, Set)],
-    old: &ObjectState<'_>,
-    new: &ObjectState<'_>,
-) {
-    // The entry of `by` holding the field (in the state it was changed in), else any of its.
-    let entry = sets
-        .iter()
-        .filter(|(o, _)| Some(o.manager) == by)
-        .max_by_key(|(o, s)| (s.has(p), o.time))
-        .map(|(o, _)| *o);
-    let new_entry = by.and_then(|b| {
-        new.entries
-            .iter()
-            .filter(|o| o.manager == b)
-            .max_by_key(|o| o.time)
-    });
-    out.push(FieldChange {
-        path: Path(p.to_vec()),
-        change,
-        from,
-        to,
-        operation: entry.map(|o| o.operation.to_string()).unwrap_or_default(),
-        subresource: entry.map(|o| o.subresource.to_string()).unwrap_or_default(),
-        time: new_entry
-            .and_then(|o| o.time)
-            .or(entry.and_then(|o| o.time)),
-        old_value: old.object.and_then(|v| value_at(v, p)).cloned(),
-        new_value: new.object.and_then(|v| value_at(v, p)).cloned(),
-        fields: 0,
-    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    Ok(kept.into_iter().map(|k| k.0).collect())
 }
 
 /// Everything each manager owned, lost with the object.
-fn removed(old: &ObjectState<'_>) -> Result<Vec<FieldChange>, String> {
-    let mut out: Vec<FieldChange> = Vec::new();
+fn removed<'a>(old: &ObjectState<'a>) -> Result<Vec<FieldChange<'a>>, String> {
+    let mut out: Vec<FieldChange<'a>> = Vec::new();
     for o in &old.entries {
-        let fields = parse(o)?.paths().len();
+        let fields = parse(o)?.size();
         if let Some(prev) = out.iter_mut().find(|c| c.from[0] == o.manager) {
             prev.fields += fields;
             continue;
@@ -256,10 +330,10 @@ fn removed(old: &ObjectState<'_>) -> Result<Vec<FieldChange>, String> {
         out.push(FieldChange {
             path: Path::new(),
             change: Change::Removed,
-            from: vec![o.manager.to_string()],
+            from: vec![o.manager],
             to: vec![],
-            operation: o.operation.to_string(),
-            subresource: o.subresource.to_string(),
+            operation: o.operation,
+            subresource: o.subresource,
             time: o.time,
             old_value: None,
             new_value: None,
@@ -268,25 +342,6 @@ fn removed(old: &ObjectState<'_>) -> Result<Vec<FieldChange>, String> {
     }
     out.sort_by(|a, b| a.from.cmp(&b.from));
     Ok(out)
-}
-
-/// Drops changes whose ancestor changed the same way (pre-order input: ancestors first).
-fn topmost(changes: Vec<FieldChange>) -> Vec<FieldChange> {
-    let mut kept: Vec<FieldChange> = Vec::with_capacity(changes.len());
-    for c in changes {
-        let covered = kept.iter().any(|k| {
-            k.path.len() < c.path.len()
-                && c.path.elements()[..k.path.len()]
-                    .iter()
-                    .zip(k.path.elements())
-                    .all(|(a, b)| a.equals(b))
-                && (k.change, &k.from, &k.to) == (c.change, &c.from, &c.to)
-        });
-        if !covered {
-            kept.push(c);
-        }
-    }
-    kept
 }
 
 /// The value at `path` in `v`, without a schema: list-map items by their key fields, set

@@ -62,26 +62,27 @@ pub fn filter(req: &pb::HistoryRequest) -> Filter {
 }
 
 pub fn transition(t: &Transition) -> pb::Transition {
+    let names = |m: &[crate::history::Text]| m.iter().map(|m| m.to_string()).collect();
     pb::Transition {
         seq: t.seq,
-        cluster: t.cluster.clone(),
+        cluster: t.cluster.to_string(),
         object: Some(pb::ObjectRef {
-            api_version: t.api_version.clone(),
-            kind: t.kind.clone(),
-            namespace: t.namespace.clone(),
-            name: t.name.clone(),
+            api_version: t.api_version.to_string(),
+            kind: t.kind.to_string(),
+            namespace: t.namespace.to_string(),
+            name: t.name.to_string(),
         }),
-        path: t.path.clone(),
+        path: t.path.to_string(),
         change: t.change.as_str().into(),
-        from: t.from.clone(),
-        to: t.to.clone(),
-        operation: t.operation.clone(),
-        subresource: t.subresource.clone(),
-        resource_version: t.resource_version.clone(),
+        from: names(&t.from),
+        to: names(&t.to),
+        operation: t.operation.to_string(),
+        subresource: t.subresource.to_string(),
+        resource_version: t.resource_version.to_string(),
         time: t.time.unwrap_or(0),
         observed: t.observed,
-        old_value: t.old_value.clone().unwrap_or_default(),
-        new_value: t.new_value.clone().unwrap_or_default(),
+        old_value: t.old_value.as_deref().unwrap_or_default().to_string(),
+        new_value: t.new_value.as_deref().unwrap_or_default().to_string(),
         fields: t.fields as u32,
     }
 }
