@@ -69,14 +69,22 @@ impl Fight {
 struct Field {
     /// The flips within the window, oldest first: when, who took it, the value it got.
     flips: VecDeque<(i64, Arc<[Text]>, Option<Text>)>,
-    fight: Option<Fight>,
+    fight: Option<Box<Fight>>,
     last: i64,
     /// When it last flipped, in the order of flips.
     tick: u64,
 }
 
-/// A field: apiVersion, kind, namespace, name, path (shared with the transitions).
-type Key = (Text, Text, Text, Text, Text);
+/// A field: apiVersion, kind, namespace, name and path, joined by NUL (which none holds).
+type Key = Box<str>;
+
+fn write_key(buf: &mut String, t: &Transition) {
+    buf.clear();
+    for part in [&t.api_version, &t.kind, &t.namespace, &t.name, &t.path] {
+        buf.push_str(part);
+        buf.push('\0');
+    }
+}
 
 /// Tracks flips per field.
 #[derive(Default)]
@@ -85,6 +93,8 @@ pub struct Tracker {
     fields: HashMap<Key, Field, rustc_hash::FxBuildHasher>,
     /// Flips taken in so far.
     ticks: u64,
+    /// The key being looked up.
+    key: String,
 }
 
 impl Tracker {
@@ -93,6 +103,7 @@ impl Tracker {
             cfg,
             fields: HashMap::default(),
             ticks: 0,
+            key: String::new(),
         }
     }
 
@@ -110,14 +121,12 @@ impl Tracker {
             self.evict(now);
         }
         let cfg = self.cfg;
-        let k = (
-            t.api_version.clone(),
-            t.kind.clone(),
-            t.namespace.clone(),
-            t.name.clone(),
-            t.path.clone(),
-        );
-        let f = self.fields.entry(k).or_default();
+        write_key(&mut self.key, t);
+        if !self.fields.contains_key(self.key.as_str()) {
+            self.fields
+                .insert(self.key.as_str().into(), Field::default());
+        }
+        let f = self.fields.get_mut(self.key.as_str())?;
         f.last = now;
         self.ticks += 1;
         f.tick = self.ticks;
@@ -157,7 +166,7 @@ impl Tracker {
                 if f.flips.len() < cfg.flips || managers.len() < 2 {
                     return None;
                 }
-                f.fight = Some(Fight {
+                f.fight = Some(Box::new(Fight {
                     cluster: t.cluster.to_string(),
                     api_version: t.api_version.to_string(),
                     kind: t.kind.to_string(),
@@ -177,10 +186,10 @@ impl Tracker {
                             vs
                         },
                     ),
-                });
+                }));
             }
         }
-        f.fight.as_ref()
+        f.fight.as_deref()
     }
 
     /// Forgets fields that stopped flipping and old fights; when that frees less than a
@@ -210,7 +219,7 @@ impl Tracker {
         let mut out: Vec<Fight> = self
             .fields
             .values()
-            .filter_map(|f| f.fight.clone())
+            .filter_map(|f| f.fight.as_deref().cloned())
             .collect();
         out.sort_by(|a, b| b.last_seen.cmp(&a.last_seen).then(a.path.cmp(&b.path)));
         out
@@ -306,7 +315,7 @@ mod tests {
             t.observe(&f, 1000);
             assert!(t.fields.len() <= 10);
             // The field just flipped is kept, whatever the ties.
-            assert!(t.fields.keys().any(|k| *k.3 == *f.name));
+            assert!(t.fields.keys().any(|k| k.contains(&*f.name)));
         }
         // A fight outlives a churn of newer fields that flip once.
         let mut t = Tracker::new(FightConfig {
