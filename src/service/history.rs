@@ -105,6 +105,12 @@ impl<'a> Readable<'a> {
         }
     }
 
+    /// Whether the caller may read the object `t` is about.
+    pub async fn shows(&mut self, t: &Transition) -> bool {
+        self.may(object_ref(&t.api_version, &t.kind, &t.namespace, &t.name))
+            .await
+    }
+
     pub async fn may(&mut self, r: ObjectRef) -> bool {
         if let Some(d) = self.decided.get(&r) {
             return *d;
@@ -138,10 +144,7 @@ pub async fn page(
         let (got, next) = history.query(&f, after, limit - out.len());
         for t in got {
             after = t.seq;
-            if readable
-                .may(object_ref(&t.api_version, &t.kind, &t.namespace, &t.name))
-                .await
-            {
+            if readable.shows(&t).await {
                 out.push(transition(&t));
             }
         }
@@ -224,11 +227,7 @@ pub async fn watch(
                 let (got, next) = history.query(&f, after, MAX_PAGE);
                 for t in got {
                     last = t.seq;
-                    if readable
-                        .may(object_ref(&t.api_version, &t.kind, &t.namespace, &t.name))
-                        .await
-                        && tx.send(Ok(transition(&t))).await.is_err()
-                    {
+                    if readable.shows(&t).await && tx.send(Ok(transition(&t))).await.is_err() {
                         return;
                     }
                 }
@@ -260,11 +259,7 @@ pub async fn watch(
                 continue;
             }
             last = t.seq;
-            if readable
-                .may(object_ref(&t.api_version, &t.kind, &t.namespace, &t.name))
-                .await
-                && tx.send(Ok(transition(&t))).await.is_err()
-            {
+            if readable.shows(&t).await && tx.send(Ok(transition(&t))).await.is_err() {
                 return;
             }
         }
