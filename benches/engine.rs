@@ -327,3 +327,22 @@ fn fieldsv1_decode_encode(bencher: divan::Bencher) {
             n
         });
 }
+
+/// Reference for `fieldsv1_decode_encode`: the same corpus through a general JSON parser
+/// (`serde_json::Value`) and back, so the ratio shows in one run.
+#[divan::bench]
+fn fieldsv1_serde_json_reference(bencher: divan::Bencher) {
+    let corpus = fieldsv1_corpus();
+    let bytes: usize = corpus.iter().map(String::len).sum();
+    bencher
+        .counter(divan::counter::BytesCount::new(bytes))
+        .bench_local(|| {
+            let mut n = 0;
+            for doc in &corpus {
+                let v: serde_json::Value =
+                    serde_json::from_slice(divan::black_box(doc.as_bytes())).unwrap();
+                n += serde_json::to_vec(&v).unwrap().len();
+            }
+            n
+        });
+}

@@ -1,6 +1,10 @@
 //! Field paths and field sets: what a manager owns, and the FieldsV1 wire format.
 
+mod decode;
+#[cfg(test)]
+mod decode_reference;
 mod element;
+mod encode;
 mod serialize;
 mod set;
 

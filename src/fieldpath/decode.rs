@@ -1,0 +1,444 @@
+//! FieldsV1 decoding: a byte scanner specialised for the format. Field keys without escapes
+//! (nearly all keys) are classified in place; each node's members and children are collected on
+//! two stacks shared by the whole document and moved into exactly sized vectors when the node
+//! closes, so a node costs at most two allocations and no regrowth. Keys arriving in canonical
+//! order (the usual case) are appended after one comparison; anything else is inserted or
+//! replaced like `Set::insert` would. `decode_reference.rs` holds the previous decoder, which
+//! tests hold this one to.
+
+use super::element::PathElement;
+use super::serialize::{FieldsV1Error, MAX_DEPTH, PeError, parse_pe, unescape_simple};
+use super::set::Set;
+use crate::value::Str;
+use std::cmp::Ordering;
+
+/// Decodes FieldsV1 JSON bytes.
+pub(super) fn decode(input: &[u8]) -> Result<Set, FieldsV1Error> {
+    let text = std::str::from_utf8(input).map_err(|e| FieldsV1Error {
+        offset: e.valid_up_to(),
+        message: "invalid UTF-8".into(),
+    })?;
+    let mut d = Decoder {
+        s: text,
+        b: input,
+        i: 0,
+        scratch: String::new(),
+        members: Vec::new(),
+        children: Vec::new(),
+    };
+    d.ws();
+    let (children, _) = d.object(0)?;
+    Ok(children.unwrap_or_default())
+}
+
+struct Decoder<'a> {
+    s: &'a str,
+    b: &'a [u8],
+    i: usize,
+    /// Reused buffer for keys with escapes (every `k:` key has some).
+    scratch: String,
+    /// Members of the nodes being read, innermost node last.
+    members: Vec<PathElement>,
+    /// Children of the nodes being read, innermost node last.
+    children: Vec<(PathElement, Set)>,
+}
+
+/// A key as read: borrowed from the input, or unescaped into the decoder's scratch buffer.
+enum KeyText<'a> {
+    Borrowed(&'a str),
+    Scratch,
+}
+
+/// What a key means.
+enum Key {
+    /// `"."`: the node itself is a member.
+    Itself,
+    Element(PathElement),
+    /// A prefix this version does not know: the entry is skipped.
+    Unknown,
+    /// Not a path element; reported once the `:` after it has been read.
+    Invalid(String),
+}
+
+impl<'a> Decoder<'a> {
+    /// Reads an object (or `null`): returns its children and whether the node is a member.
+    fn object(&mut self, depth: usize) -> Result<(Option<Set>, bool), FieldsV1Error> {
+        if depth > MAX_DEPTH {
+            return self.err("nesting too deep");
+        }
+        match self.peek() {
+            Some(b'n') => {
+                self.expect_lit(b"null")?;
+                return Ok((None, true));
+            }
+            Some(b'{') => self.i += 1,
+            Some(c) => return self.err(format!("expected {{ or null, found {:?}", c as char)),
+            None => return self.err("unexpected end of input"),
+        }
+        self.ws();
+        if self.peek() == Some(b'}') {
+            self.i += 1;
+            return Ok((None, true));
+        }
+        // This node's members and children are the stacks' tails from here.
+        let (m0, c0) = (self.members.len(), self.children.len());
+        let mut has_children = false;
+        let mut is_member = false;
+        loop {
+            self.ws();
+            let key = self.key()?;
+            self.ws();
+            if self.peek() != Some(b':') {
+                return self.err("expected ':'");
+            }
+            self.i += 1;
+            self.ws();
+            match key {
+                Key::Itself => {
+                    is_member = true;
+                    self.skip_value(depth)?;
+                }
+                Key::Unknown => self.skip_value(depth)?,
+                Key::Invalid(m) => return self.err(format!("parsing key as path element: {m}")),
+                Key::Element(pe) => {
+                    // Most values are `{}` (a leaf member): no need to recurse for those.
+                    let (grand, child_member) = if self.b[self.i..].starts_with(b"{}") {
+                        self.i += 2;
+                        (None, true)
+                    } else {
+                        self.object(depth + 1)?
+                    };
+                    has_children = true;
+                    match (child_member, grand) {
+                        (true, Some(g)) => {
+                            self.add_member(m0, pe.clone());
+                            self.put_child(c0, pe, g);
+                        }
+                        (true, None) => self.add_member(m0, pe),
+                        (false, Some(g)) => self.put_child(c0, pe, g),
+                        (false, None) => {}
+                    }
+                }
+            }
+            self.ws();
+            match self.peek() {
+                Some(b',') => self.i += 1,
+                Some(b'}') => {
+                    self.i += 1;
+                    break;
+                }
+                _ => return self.err("expected ',' or '}'"),
+            }
+        }
+        if !has_children {
+            return Ok((None, true));
+        }
+        let node = Set::from_sorted_parts(self.members.split_off(m0), self.children.split_off(c0));
+        Ok((Some(node), is_member))
+    }
+
+    /// Adds a member to the node whose members start at `base` (kept sorted, first one kept).
+    #[inline]
+    fn add_member(&mut self, base: usize, pe: PathElement) {
+        let node = &self.members[base..];
+        match node.last() {
+            Some(last) if last.compare(&pe) != Ordering::Less => {
+                if let Err(i) = node.binary_search_by(|m| m.compare(&pe)) {
+                    self.members.insert(base + i, pe);
+                }
+            }
+            _ => self.members.push(pe),
+        }
+    }
+
+    /// Adds a child to the node whose children start at `base` (a repeated key replaces the
+    /// earlier subtree).
+    #[inline]
+    fn put_child(&mut self, base: usize, pe: PathElement, set: Set) {
+        let node = &self.children[base..];
+        match node.last() {
+            Some((last, _)) if last.compare(&pe) != Ordering::Less => {
+                match node.binary_search_by(|(c, _)| c.compare(&pe)) {
+                    Ok(i) => self.children[base + i].1 = set,
+                    Err(i) => self.children.insert(base + i, (pe, set)),
+                }
+            }
+            _ => self.children.push((pe, set)),
+        }
+    }
+
+    /// Reads a key and classifies it. Keys without escapes are read in place, and `f:` ones
+    /// become fields directly; the rest go through the general string reader and `parse_pe`.
+    #[inline]
+    fn key(&mut self) -> Result<Key, FieldsV1Error> {
+        if self.peek() == Some(b'"') {
+            let start = self.i + 1;
+            match quote_or_backslash(self.b, start) {
+                Some(j) if self.b[j] == b'"' => {
+                    self.i = j + 1;
+                    return Ok(classify(&self.s[start..j]));
+                }
+                // Escapes or no end: the general reader (and its errors).
+                _ => {}
+            }
+        }
+        let text = self.string()?;
+        Ok(classify(self.key_str(&text)))
+    }
+
+    fn err<T>(&self, msg: impl Into<String>) -> Result<T, FieldsV1Error> {
+        Err(FieldsV1Error {
+            offset: self.i,
+            message: msg.into(),
+        })
+    }
+
+    fn ws(&mut self) {
+        while let Some(c) = self.b.get(self.i) {
+            if matches!(c, b' ' | b'\t' | b'\n' | b'\r') {
+                self.i += 1;
+            } else {
+                break;
+            }
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn expect_lit(&mut self, lit: &[u8]) -> Result<(), FieldsV1Error> {
+        if self.b[self.i..].starts_with(lit) {
+            self.i += lit.len();
+            Ok(())
+        } else {
+            self.err(format!("expected {}", String::from_utf8_lossy(lit)))
+        }
+    }
+
+    fn key_str<'k>(&'k self, k: &KeyText<'a>) -> &'k str {
+        match k {
+            KeyText::Borrowed(s) => s,
+            KeyText::Scratch => &self.scratch,
+        }
+    }
+
+    /// Reads a string literal; escapes are resolved into the scratch buffer.
+    fn string(&mut self) -> Result<KeyText<'a>, FieldsV1Error> {
+        if self.peek() != Some(b'"') {
+            return self.err("expected a string key");
+        }
+        let start = self.i + 1;
+        let Some(off) = memchr::memchr2(b'"', b'\\', &self.b[start..]) else {
+            self.i = self.b.len();
+            return self.err("unterminated string");
+        };
+        let end = start + off;
+        if self.b[end] == b'"' {
+            self.i = end + 1;
+            return Ok(KeyText::Borrowed(&self.s[start..end]));
+        }
+        // Escapes (every `k:` key has them): the common ones (`\\"`, `\\\\`, `\\/`) are
+        // resolved in one pass; anything else goes to serde_json below.
+        self.scratch.clear();
+        self.scratch.push_str(&self.s[start..end]);
+        let mut j = end;
+        let mut simple = true;
+        while j < self.b.len() {
+            match self.b[j] {
+                b'"' => break,
+                b'\\' => match self.b.get(j + 1) {
+                    Some(&c @ (b'"' | b'\\' | b'/')) => {
+                        self.scratch.push(c as char);
+                        j += 2;
+                    }
+                    _ => {
+                        simple = false;
+                        break;
+                    }
+                },
+                _ => {
+                    // Copy the run up to the next quote or backslash.
+                    let from = j;
+                    while j < self.b.len() && !matches!(self.b[j], b'"' | b'\\') {
+                        j += 1;
+                    }
+                    self.scratch.push_str(&self.s[from..j]);
+                }
+            }
+        }
+        if simple && j < self.b.len() {
+            self.i = j + 1;
+            return Ok(KeyText::Scratch);
+        }
+        let lit_start = start - 1;
+        let mut j = end;
+        loop {
+            let Some(off) = memchr::memchr2(b'"', b'\\', &self.b[j..]) else {
+                self.i = self.b.len();
+                return self.err("unterminated string");
+            };
+            j += off;
+            if self.b[j] == b'\\' {
+                j += 2;
+                if j > self.b.len() {
+                    self.i = self.b.len();
+                    return self.err("unterminated string");
+                }
+                continue;
+            }
+            break;
+        }
+        let lit = &self.s[lit_start..=j];
+        self.scratch.clear();
+        if !unescape_simple(&lit[1..lit.len() - 1], &mut self.scratch) {
+            let owned: String = serde_json::from_str(lit).map_err(|e| FieldsV1Error {
+                offset: lit_start,
+                message: e.to_string(),
+            })?;
+            self.scratch = owned;
+        }
+        self.i = j + 1;
+        Ok(KeyText::Scratch)
+    }
+
+    fn skip_value(&mut self, depth: usize) -> Result<(), FieldsV1Error> {
+        if depth > MAX_DEPTH {
+            return self.err("nesting too deep");
+        }
+        match self.peek() {
+            Some(b'{') => {
+                self.i += 1;
+                self.ws();
+                if self.peek() == Some(b'}') {
+                    self.i += 1;
+                    return Ok(());
+                }
+                loop {
+                    self.ws();
+                    self.string()?;
+                    self.ws();
+                    if self.peek() != Some(b':') {
+                        return self.err("expected ':'");
+                    }
+                    self.i += 1;
+                    self.ws();
+                    self.skip_value(depth + 1)?;
+                    self.ws();
+                    match self.peek() {
+                        Some(b',') => self.i += 1,
+                        Some(b'}') => {
+                            self.i += 1;
+                            return Ok(());
+                        }
+                        _ => return self.err("expected ',' or '}'"),
+                    }
+                }
+            }
+            Some(b'[') => {
+                self.i += 1;
+                self.ws();
+                if self.peek() == Some(b']') {
+                    self.i += 1;
+                    return Ok(());
+                }
+                loop {
+                    self.ws();
+                    self.skip_value(depth + 1)?;
+                    self.ws();
+                    match self.peek() {
+                        Some(b',') => self.i += 1,
+                        Some(b']') => {
+                            self.i += 1;
+                            return Ok(());
+                        }
+                        _ => return self.err("expected ',' or ']'"),
+                    }
+                }
+            }
+            Some(b'"') => self.string().map(|_| ()),
+            Some(b't') => self.expect_lit(b"true"),
+            Some(b'f') => self.expect_lit(b"false"),
+            Some(b'n') => self.expect_lit(b"null"),
+            Some(c) if c == b'-' || c.is_ascii_digit() => {
+                while let Some(c) = self.peek() {
+                    if c.is_ascii_digit() || matches!(c, b'-' | b'+' | b'.' | b'e' | b'E') {
+                        self.i += 1;
+                    } else {
+                        break;
+                    }
+                }
+                Ok(())
+            }
+            Some(c) => self.err(format!("unexpected {:?}", c as char)),
+            None => self.err("unexpected end of input"),
+        }
+    }
+}
+
+const LO: u64 = 0x0101_0101_0101_0101;
+const HI: u64 = 0x8080_8080_8080_8080;
+
+/// Position of the first `"` or `\\` at or after `from`, eight bytes at a time (keys are short,
+/// so this beats a call into memchr).
+#[inline]
+fn quote_or_backslash(b: &[u8], from: usize) -> Option<usize> {
+    let mut j = from;
+    while let Some(chunk) = b.get(j..j + 8) {
+        let x = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+        let (q, s) = (x ^ (u64::from(b'"') * LO), x ^ (u64::from(b'\\') * LO));
+        // The lowest flagged byte is exactly the first zero byte of `q` or `s`.
+        let hit = (q.wrapping_sub(LO) & !q | s.wrapping_sub(LO) & !s) & HI;
+        if hit != 0 {
+            return Some(j + hit.trailing_zeros() as usize / 8);
+        }
+        j += 8;
+    }
+    (j..b.len()).find(|&k| matches!(b[k], b'"' | b'\\'))
+}
+
+/// What a key means (`parse_pe`, with the `.` marker and `f:` keys decided first).
+#[inline]
+fn classify(k: &str) -> Key {
+    let b = k.as_bytes();
+    if b.len() > 2 && b[0] == b'f' && b[1] == b':' {
+        return Key::Element(PathElement::Field(Str::from(&k[2..])));
+    }
+    if k == "." {
+        return Key::Itself;
+    }
+    match parse_pe(k) {
+        Ok(pe) => Key::Element(pe),
+        Err(PeError::Unknown) => Key::Unknown,
+        Err(PeError::Invalid(m)) => Key::Invalid(m),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn word_scan_finds_the_first_quote_or_backslash() {
+        let mut rng = StdRng::seed_from_u64(3);
+        for _ in 0..20_000 {
+            let len = rng.gen_range(0..40);
+            let b: Vec<u8> = (0..len)
+                .map(|_| match rng.gen_range(0..12) {
+                    0 => b'"',
+                    1 => b'\\',
+                    2 => rng.r#gen(),
+                    _ => rng.gen_range(b'a'..=b'z'),
+                })
+                .collect();
+            let from = rng.gen_range(0..=b.len());
+            let want = (from..b.len()).find(|&k| b[k] == b'"' || b[k] == b'\\');
+            assert_eq!(
+                super::quote_or_backslash(&b, from),
+                want,
+                "{b:?} from {from}"
+            );
+        }
+    }
+}
