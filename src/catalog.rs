@@ -213,7 +213,7 @@ impl Catalog {
             };
             let schema = match &c.version.type_name {
                 Some(_) => c.schema.clone(),
-                None => Arc::new(Schema::deduced()),
+                None => deduced_schema(),
             };
             let mut info = self.info(gvk, schema, tr, c.version.namespaced, c.version.has_status);
             info.custom_resource = true;
@@ -291,6 +291,12 @@ fn declares_status(schema: &Schema, tr: &TypeRef) -> bool {
         .resolve(tr)
         .and_then(|a| a.map)
         .is_some_and(|m| m.find_field("status").is_some())
+}
+
+/// The schema of custom resources without one, shared (prepared objects are kept per schema).
+fn deduced_schema() -> Arc<Schema> {
+    static DEDUCED: std::sync::OnceLock<Arc<Schema>> = std::sync::OnceLock::new();
+    DEDUCED.get_or_init(|| Arc::new(Schema::deduced())).clone()
 }
 
 #[cfg(test)]

@@ -122,6 +122,8 @@ pub struct ClusterCache {
     rediscover: tokio::sync::Notify,
     /// Ownership changes, when configured.
     pub history: Option<Arc<crate::history::History>>,
+    /// Objects prepared for the engine, kept between predictions.
+    prepared: Arc<crate::live::prepared::PreparedCache>,
 }
 
 impl ClusterCache {
@@ -149,6 +151,7 @@ impl ClusterCache {
             stop,
             rediscover: tokio::sync::Notify::new(),
             history,
+            prepared: Arc::default(),
         });
         cache.refresh_resources().await?;
         let c = cache.clone();
@@ -362,6 +365,9 @@ impl ClusterCache {
 
 #[async_trait::async_trait]
 impl LiveState for ClusterCache {
+    fn prepared(&self) -> Option<Arc<crate::live::prepared::PreparedCache>> {
+        Some(self.prepared.clone())
+    }
     fn history(&self) -> Option<Arc<crate::history::History>> {
         self.history.clone()
     }

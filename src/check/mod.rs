@@ -484,14 +484,15 @@ pub fn run_until(
             step(&mut objects, with_live_origin(o, live, t))?;
         }
     }
-    for (h, t) in &read {
-        if h.is_some() {
-            continue;
-        }
-        deadline.check()?;
-        let o = check_one(t, live.get(&t.object_ref), opts);
-        step(&mut objects, with_live_origin(o, live, t))?;
-    }
+    let release: Vec<&Target> = read
+        .iter()
+        .filter(|(h, _)| h.is_none())
+        .map(|(_, t)| *t)
+        .collect();
+    deadline.check()?;
+    check_objects(&release, live, opts, deadline, &mut |o| {
+        step(&mut objects, o)
+    })?;
     if let Some(p) = &plan {
         let post_event = p.operation.events().1;
         let post = phase(post_event);
@@ -521,6 +522,64 @@ pub fn run_until(
         objects,
         hooks: plan,
     })
+}
+
+/// Objects per thread below which a release is predicted on one thread.
+const OBJECTS_PER_THREAD: usize = 32;
+
+/// The release's objects predicted against their live objects, handed to `each` in order;
+/// many are predicted on every core (contiguous runs, one per thread), stopping when
+/// `deadline` passes.
+fn check_objects(
+    targets: &[&Target],
+    live: &Fetched,
+    opts: &Options,
+    deadline: &Deadline,
+    each: &mut dyn FnMut(ObjectReport) -> Result<(), Expired>,
+) -> Result<(), Expired> {
+    let one = |t: &Target| {
+        let info = &t.info;
+        let prepared = live
+            .prepare(
+                &t.object_ref,
+                &info.schema,
+                &info.type_ref,
+                &info.gvk.api_version(),
+            )
+            .and_then(Result::ok);
+        let o = check_prepared(t, live.get(&t.object_ref), prepared.as_deref(), opts);
+        with_live_origin(o, live, t)
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(targets.len() / OBJECTS_PER_THREAD);
+    if threads < 2 {
+        for t in targets {
+            each(one(t))?;
+        }
+        return Ok(());
+    }
+    let per = targets.len().div_ceil(threads);
+    let parts: Vec<Vec<ObjectReport>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = targets
+            .chunks(per)
+            .map(|run| {
+                scope.spawn(|| {
+                    run.iter()
+                        .map_while(|t| (!deadline.expired()).then(|| one(t)))
+                        .collect()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    for o in parts.into_iter().flatten() {
+        each(o)?;
+    }
+    deadline.check()
 }
 
 /// Where a live object that cannot be read came from.
@@ -589,16 +648,34 @@ pub fn predict_target(
     live: Option<&Value>,
     opts: &Options,
 ) -> Result<predict::Prediction, String> {
-    let prepared = match live.map(|l| Prepared::new(&t.info.schema, &t.info.type_ref, l)) {
-        Some(Err(e)) => return Err(format!("the live object cannot be read: {e}")),
-        Some(Ok(p)) => Some(p),
-        None => None,
+    predict_prepared(t, live, None, opts)
+}
+
+/// [`predict_target`] with the live object already prepared for the engine, when it is
+/// (`prepared` must be `live`'s, as [`crate::live::Fetched::prepare`] gives it).
+pub fn predict_prepared(
+    t: &Target,
+    live: Option<&Value>,
+    prepared: Option<&Prepared>,
+    opts: &Options,
+) -> Result<predict::Prediction, String> {
+    let owned;
+    let prepared = match (prepared, live) {
+        (Some(p), Some(_)) => Some(p),
+        (_, None) => None,
+        (None, Some(l)) => match Prepared::new(&t.info.schema, &t.info.type_ref, l) {
+            Err(e) => return Err(format!("the live object cannot be read: {e}")),
+            Ok(p) => {
+                owned = p;
+                Some(&owned)
+            }
+        },
     };
     let allows = |id: &Identity| opts.force.allows(&id.manager);
     let req = ApplyRequest {
         schema: &t.info.schema,
         type_ref: &t.info.type_ref,
-        live: prepared.as_ref(),
+        live: prepared,
         config: &t.doc.object,
         manager: &opts.field_manager,
         force: match &opts.force {
@@ -618,7 +695,7 @@ pub fn predict_target(
     // compared as stored JSON, where the new time stands.
     if !t.info.custom_resource
         && p.verdict == Verdict::OwnershipOnly
-        && let Some(l) = &prepared
+        && let Some(l) = prepared
     {
         let untimed = |mut es: Vec<crate::managedfields::ManagedFieldsEntry>| {
             es.iter_mut().for_each(|e| e.time = None);
@@ -674,6 +751,16 @@ pub fn predict_target(
 
 /// Predicts one target against its live object (`None`: it does not exist).
 pub fn check_one(t: &Target, live: Option<&Value>, opts: &Options) -> ObjectReport {
+    check_prepared(t, live, None, opts)
+}
+
+/// [`check_one`] with the live object already prepared for the engine, when it is.
+pub fn check_prepared(
+    t: &Target,
+    live: Option<&Value>,
+    prepared: Option<&Prepared>,
+    opts: &Options,
+) -> ObjectReport {
     let doc = &t.doc;
     let secret = is_secret(&t.object_ref);
     let mut report = ObjectReport {
@@ -706,7 +793,7 @@ pub fn check_one(t: &Target, live: Option<&Value>, opts: &Options) -> ObjectRepo
         object_ref: t.object_ref.clone(),
         live_origin: None,
     };
-    let p = match predict_target(t, live, opts) {
+    let p = match predict_prepared(t, live, prepared, opts) {
         Ok(p) => p,
         Err(e) => {
             report.error = Some(e);

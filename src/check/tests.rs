@@ -297,3 +297,53 @@ data: {k: new}
     );
     assert!(r.objects[0].notes[0].contains("server-side without force, so it can conflict"));
 }
+
+#[test]
+fn a_release_predicted_on_every_core_equals_one_object_at_a_time() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let release = std::fs::read_to_string(root.join("examples/release/checkout.yaml")).unwrap();
+    let cluster = std::fs::read_to_string(root.join("examples/cluster/shop.yaml")).unwrap();
+    let dir = std::env::temp_dir().join(format!("fieldguard-check-cores-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // The bundled release and cluster, 20 times over in namespaces of their own.
+    let (mut manifests, mut live) = (String::new(), String::new());
+    for i in 0..20 {
+        let ns = format!("shop{i}");
+        manifests.push_str(&release.replace("shop", &ns).replace(
+            "metadata:\n  name: ",
+            &format!("metadata:\n  namespace: {ns}\n  name: "),
+        ));
+        manifests.push_str("\n---\n");
+        live.push_str(&cluster.replace("shop", &ns));
+        live.push_str("\n---\n");
+    }
+    std::fs::write(dir.join("cluster.yaml"), live).unwrap();
+    let snap = crate::live::snapshot::Snapshot::load(
+        &[
+            crate::manifest::Input::Path(dir.join("cluster.yaml")),
+            crate::manifest::Input::Path(root.join("examples/cluster/crds")),
+        ],
+        &mut std::io::empty(),
+    )
+    .unwrap();
+    let mut c = Catalog::kubernetes(DEFAULT_KUBERNETES).unwrap();
+    snap.extend_catalog(&mut c).unwrap();
+    let fetched = snap.fetched();
+    let targets = resolve(docs(&manifests), &mut c, "default").unwrap();
+    assert_eq!(targets.len(), 120);
+    let opts = opts(Force::None);
+    let report = run(&targets, &fetched, &opts, None, &mut |_, _| {});
+    let one_at_a_time: Vec<String> = targets
+        .iter()
+        .map(|t| {
+            let o = check_one(t, fetched.get(&t.object_ref), &opts);
+            format!("{:?}", with_live_origin(o, &fetched, t))
+        })
+        .collect();
+    let parallel: Vec<String> = report.objects.iter().map(|o| format!("{o:?}")).collect();
+    assert_eq!(parallel, one_at_a_time);
+    // Not vacuous: live objects were found and conflicts predicted.
+    assert_eq!(report.summary().conflicted, 60, "{:?}", report.summary());
+    let _ = std::fs::remove_dir_all(&dir);
+}

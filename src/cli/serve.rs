@@ -273,7 +273,13 @@ pub fn run(args: ServeArgs) -> ExitCode {
         return print_errors(&e);
     }
     let n = snap.len();
-    let mut stores = Stores::single("snapshot", Arc::new(SnapshotState::new(snap, catalog)));
+    let mut stores = Stores::single(
+        "snapshot",
+        Arc::new(
+            SnapshotState::new(snap, catalog)
+                .keeping_prepared(crate::live::prepared::DEFAULT_ENTRIES),
+        ),
+    );
     stores.limits = args.limits.manifests(crate::manifest::Limits::REQUESTS);
     match security(&args, None) {
         Ok((tls, auth, audit)) => {

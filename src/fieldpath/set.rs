@@ -463,6 +463,30 @@ impl Set {
         Set { members, children }
     }
 
+    /// [`Set::ensure_named_fields_are_members`] in place (nothing copied).
+    pub fn make_named_fields_members(&mut self, schema: &Schema, tr: &TypeRef) {
+        let atom = schema.resolve(tr);
+        let map = atom.as_ref().and_then(|a| a.map);
+        let list = atom.as_ref().and_then(|a| a.list);
+        let Set { members, children } = self;
+        for (pe, sub) in children.iter_mut() {
+            let child_tr = match (&*pe, map, list) {
+                (PathElement::Field(name), Some(m), _) => match m.find_field(name) {
+                    Some(f) => {
+                        if let Err(i) = find(members, pe) {
+                            members.insert(i, pe.clone());
+                        }
+                        &f.ty
+                    }
+                    None => &m.element_type,
+                },
+                (PathElement::Key(_), _, Some(l)) => &l.element_type,
+                _ => &TypeRef::EMPTY,
+            };
+            sub.make_named_fields_members(schema, child_tr);
+        }
+    }
+
     /// Calls `f` for every member path in pre-order (members of a node before its children).
     pub fn iterate(&self, mut f: impl FnMut(&[PathElement])) {
         let mut prefix = Vec::new();

@@ -7,6 +7,7 @@
 pub mod api;
 pub mod cluster;
 pub mod discovery;
+pub mod prepared;
 pub mod resolve;
 pub mod snapshot;
 pub mod source;
@@ -70,11 +71,33 @@ pub struct Fetched {
     pub origins: HashMap<ObjectRef, crate::manifest::Origin>,
     /// `snapshot examples/cluster`, `cluster https://…`.
     pub source: String,
+    /// Where prepared live objects are kept between predictions (the source's), if anywhere.
+    pub prepared: Option<std::sync::Arc<prepared::PreparedCache>>,
 }
 
 impl Fetched {
     /// The stored object, or `None` if it does not exist.
     pub fn get(&self, r: &ObjectRef) -> Option<&Value> {
         self.objects.get(r).map(|v| &**v)
+    }
+
+    /// The stored object `r` prepared for the engine as type `tr` of `schema` (read in
+    /// `api_version`), from the source's cache when it has one; `None` if it does not exist.
+    pub fn prepare(
+        &self,
+        r: &ObjectRef,
+        schema: &std::sync::Arc<crate::schema::Schema>,
+        tr: &crate::schema::TypeRef,
+        api_version: &str,
+    ) -> Option<
+        Result<std::sync::Arc<crate::managedfields::Prepared>, crate::managedfields::ManagerError>,
+    > {
+        let object = self.objects.get(r)?;
+        Some(match &self.prepared {
+            Some(cache) => cache.prepare(r, object, schema, tr, api_version),
+            None => {
+                crate::managedfields::Prepared::new(schema, tr, object).map(std::sync::Arc::new)
+            }
+        })
     }
 }

@@ -143,6 +143,7 @@ impl Snapshot {
                 .map(|(r, d)| (r.clone(), d.origin.clone()))
                 .collect(),
             source: self.source.clone(),
+            prepared: None,
         }
     }
 }

@@ -93,6 +93,11 @@ pub trait LiveState: Send + Sync + 'static {
     fn default_namespace(&self) -> Option<String> {
         None
     }
+    /// Where live objects prepared for the engine are kept between predictions (a source
+    /// that serves many: the service's); `None`: prepared per prediction.
+    fn prepared(&self) -> Option<Arc<super::prepared::PreparedCache>> {
+        None
+    }
     /// Whether the source is in sync now (Err: what is not, for readiness).
     fn in_sync(&self) -> Result<(), String> {
         Ok(())
@@ -120,6 +125,7 @@ pub async fn fetch(
 ) -> Result<Fetched, LiveError> {
     let mut live = Fetched {
         source: state.describe(),
+        prepared: state.prepared(),
         ..Fetched::default()
     };
     let got = if fresh {
@@ -160,9 +166,18 @@ pub struct SnapshotState {
     /// The snapshot's objects and where each was read, in reference order (shared with the
     /// blocking pool, where lists are made).
     objects: Arc<Vec<(ObjectRef, Stored, Origin)>>,
+    /// Prepared objects kept between predictions (a served snapshot's).
+    prepared: Option<Arc<super::prepared::PreparedCache>>,
 }
 
 impl SnapshotState {
+    /// Keeps up to `entries` objects prepared for the engine between predictions (for a
+    /// snapshot that answers many: the service's). A one-shot check has no use for it.
+    pub fn keeping_prepared(mut self, entries: usize) -> SnapshotState {
+        self.prepared = Some(Arc::new(super::prepared::PreparedCache::new(entries)));
+        self
+    }
+
     pub fn new(snapshot: Snapshot, catalog: Catalog) -> SnapshotState {
         let source = snapshot.describe();
         let objects = Arc::new(
@@ -175,6 +190,7 @@ impl SnapshotState {
             source,
             catalog,
             objects,
+            prepared: None,
         }
     }
 
@@ -198,6 +214,9 @@ impl LiveState for SnapshotState {
     }
     async fn get(&self, r: &ObjectRef) -> Result<Option<Stored>, LiveError> {
         Ok(self.index(r).map(|i| self.objects[i].1.clone()))
+    }
+    fn prepared(&self) -> Option<Arc<super::prepared::PreparedCache>> {
+        self.prepared.clone()
     }
     async fn fetch_fresh(
         &self,

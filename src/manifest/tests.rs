@@ -285,3 +285,60 @@ spec:
     );
     assert_eq!(d.line_of_printed(".spec.nope"), 9);
 }
+
+#[test]
+fn parsing_on_every_core_gives_what_one_thread_gives() {
+    let dir = std::env::temp_dir().join(format!("fieldguard-parallel-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let clean = dir.join("clean");
+    std::fs::create_dir_all(&clean).unwrap();
+    let cm = |i: usize| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i}\ndata:\n  k: \"{i}\"\n")
+    };
+    // One long stream (parsed in runs across threads) ...
+    let long: Vec<String> = (0..150).map(cm).collect();
+    std::fs::write(clean.join("a-long.yaml"), long.join("---\n")).unwrap();
+    // ... many small files (split across threads), JSON among them.
+    for i in 0..100 {
+        let text = if i % 10 == 3 {
+            format!(
+                r#"{{"apiVersion":"v1","kind":"List","items":[{{"apiVersion":"v1","kind":"Secret","metadata":{{"name":"s-{i}"}}}}]}}"#
+            )
+        } else {
+            format!("# file {i}\n{}---\n{}", cm(1000 + i), cm(2000 + i))
+        };
+        std::fs::write(clean.join(format!("b-{i:03}.yaml")), text).unwrap();
+    }
+    let load = |inputs: &[Input], one: bool| {
+        let l = Loaded::new(Limits::MANIFESTS);
+        let l = if one { l.on_one_thread() } else { l };
+        let l = load_into(inputs, &mut std::io::empty(), l);
+        (
+            format!("{:?}", l.documents),
+            format!("{:?}", l.errors),
+            l.documents.len(),
+            l.errors.len(),
+        )
+    };
+    let inputs = [Input::Path(clean.clone())];
+    let (many, one) = (load(&inputs, false), load(&inputs, true));
+    assert_eq!((many.2, many.3), (150 + 90 * 2 + 10, 0));
+    assert_eq!(many, one);
+
+    // Problems in a long stream and in a small file: the same problems, located the same.
+    let mut bad = long.clone();
+    bad[76] = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: [\n".into();
+    bad[89] = "apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n".into();
+    std::fs::write(dir.join("z-bad.yaml"), bad.join("---\n")).unwrap();
+    std::fs::write(dir.join("z-small.yaml"), "kind: ConfigMap\n").unwrap();
+    let inputs = [Input::Path(dir.clone())];
+    let (many, one) = (load(&inputs, false), load(&inputs, true));
+    assert_eq!(many.3, 4, "{}", many.1);
+    assert!(
+        many.1.contains("document: 77") || many.1.contains("doc: Some(77)"),
+        "{}",
+        many.1
+    );
+    assert_eq!(many, one);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -361,6 +361,16 @@ impl<'s> Updater<'s> {
         s.ensure_named_fields_are_members(self.schema, self.type_ref)
     }
 
+    /// [`Self::named`] of an owned set, in place.
+    fn named_owned(&self, mut s: Set) -> Set {
+        #[cfg(debug_assertions)]
+        let copied = self.named(&s);
+        s.make_named_fields_members(self.schema, self.type_ref);
+        #[cfg(debug_assertions)]
+        debug_assert!(s.equals(&copied), "in-place naming disagrees");
+        s
+    }
+
     /// Removes what the applier owned before and no longer applies, unless someone else owns it
     /// (smd `prune` + `addBackOwnedItems` + `addBackDanglingItems`).
     fn prune(
@@ -444,7 +454,7 @@ impl<'s> Updater<'s> {
                 .or_default()
                 .union_with(Set::clone(&vs.set));
         }
-        let merged_named = self.named(&self.field_set(&merged, "merged")?);
+        let merged_named = self.named_owned(self.field_set(&merged, "merged")?);
         let mut order: Vec<&str> = Vec::new();
         if managed_at.contains_key(last.api_version.as_str()) {
             order.push(last.api_version.as_str());
@@ -459,14 +469,16 @@ impl<'s> Updater<'s> {
             if !self.convertible(version) {
                 continue;
             }
-            let pruned_named = self.named(&self.field_set(&pruned, "pruned")?);
-            let keep = pruned_named.union(&self.named(&managed_at[version]));
+            let pruned_named = self.named_owned(self.field_set(&pruned, "pruned")?);
+            let managed = managed_at.remove(version).unwrap_or_default();
+            let mut keep = pruned_named;
+            keep.union_with(self.named_owned(managed));
             pruned = typed::remove_items(sc, tr, &merged, &merged_named.difference(&keep));
         }
 
         // Remove items that became dangling: parents the applier owned whose owned children
         // were all removed above.
-        let pruned_named = self.named(&self.field_set(&pruned, "pruned")?);
+        let pruned_named = self.named_owned(self.field_set(&pruned, "pruned")?);
         let dangling = merged_named
             .difference(&pruned_named)
             .intersection(last_named);
