@@ -7,6 +7,7 @@
 //! every problem, located; [`run`] predicts each target against the live objects read for it ([`Fetched`]).
 
 pub mod hooks;
+mod parallel;
 mod redact;
 mod suggest;
 
@@ -490,7 +491,7 @@ pub fn run_until(
         .map(|(_, t)| *t)
         .collect();
     deadline.check()?;
-    check_objects(&release, live, opts, deadline, &mut |o| {
+    parallel::check_objects(&release, live, opts, deadline, &mut |o| {
         step(&mut objects, o)
     })?;
     if let Some(p) = &plan {
@@ -522,64 +523,6 @@ pub fn run_until(
         objects,
         hooks: plan,
     })
-}
-
-/// Objects per thread below which a release is predicted on one thread.
-const OBJECTS_PER_THREAD: usize = 32;
-
-/// The release's objects predicted against their live objects, handed to `each` in order;
-/// many are predicted on every core (contiguous runs, one per thread), stopping when
-/// `deadline` passes.
-fn check_objects(
-    targets: &[&Target],
-    live: &Fetched,
-    opts: &Options,
-    deadline: &Deadline,
-    each: &mut dyn FnMut(ObjectReport) -> Result<(), Expired>,
-) -> Result<(), Expired> {
-    let one = |t: &Target| {
-        let info = &t.info;
-        let prepared = live
-            .prepare(
-                &t.object_ref,
-                &info.schema,
-                &info.type_ref,
-                &info.gvk.api_version(),
-            )
-            .and_then(Result::ok);
-        let o = check_prepared(t, live.get(&t.object_ref), prepared.as_deref(), opts);
-        with_live_origin(o, live, t)
-    };
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(targets.len() / OBJECTS_PER_THREAD);
-    if threads < 2 {
-        for t in targets {
-            each(one(t))?;
-        }
-        return Ok(());
-    }
-    let per = targets.len().div_ceil(threads);
-    let parts: Vec<Vec<ObjectReport>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = targets
-            .chunks(per)
-            .map(|run| {
-                scope.spawn(|| {
-                    run.iter()
-                        .map_while(|t| (!deadline.expired()).then(|| one(t)))
-                        .collect()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
-    });
-    for o in parts.into_iter().flatten() {
-        each(o)?;
-    }
-    deadline.check()
 }
 
 /// Where a live object that cannot be read came from.
