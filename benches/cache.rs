@@ -7,8 +7,10 @@
 //! history on ingest, side by side with it off, and memory per recorded transition. Run:
 //! `cargo bench --bench cache` (only the history section: `FIELDGUARD_BENCH_ONLY=history`).
 
-use fieldguard::cache::table::{Entry, Table, TableData};
-use fieldguard::cache::{Interner, Stats, apply_event_recorded, apply_event_to};
+use fieldguard::cache::fields::Fields;
+use fieldguard::cache::relist::Relist;
+use fieldguard::cache::table::{self, Entry, Table};
+use fieldguard::cache::{Interner, Stats, apply_event_recorded, apply_event_to, list_page};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -70,6 +72,137 @@ fn pod_event(i: usize, rv: usize) -> String {
     )
 }
 
+/// One size's figures.
+struct Row {
+    ingest_per_s: f64,
+    sync_s: f64,
+    bytes_per_object: f64,
+    relist_peak: f64,
+    relist_s: f64,
+    unchanged_peak: f64,
+    unchanged_s: f64,
+    managers_s: f64,
+    managed_by_s: f64,
+}
+
+/// The object of a watch event's text.
+fn object_of(event: &str) -> &str {
+    let start = event.find(r#""object":"#).unwrap() + r#""object":"#.len();
+    &event[start..event.len() - 1]
+}
+
+/// `n` Pods as a recorded metadata list, 500 per page (as the cache lists).
+fn list_pages(n: usize, rv: usize) -> Vec<String> {
+    let pages = n.div_ceil(500);
+    (0..pages)
+        .map(|p| {
+            let items: Vec<String> = (p * 500..((p + 1) * 500).min(n))
+                .map(|i| object_of(&pod_event(i, rv + i)).to_string())
+                .collect();
+            let cont = if p + 1 < pages {
+                format!("page-{}", p + 1)
+            } else {
+                String::new()
+            };
+            format!(
+                r#"{{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{{"resourceVersion":"{}","continue":"{cont}"}},"items":[{}]}}"#,
+                rv + n,
+                items.join(",")
+            )
+        })
+        .collect()
+}
+
+/// A list (its pages) into the table, as the cache's watch task applies one.
+fn sync(interner: &Interner, stats: &Stats, table: &Table, pages: &[String]) {
+    let mut relist = Relist::new(None);
+    for p in pages {
+        list_page(interner, stats, table, &mut relist, p).unwrap();
+    }
+    relist.finish(table);
+    interner.sweep();
+}
+
+/// Peak heap above `base` while `f` runs, as a multiple of `steady`, and its time.
+fn peak_of(base: usize, steady: usize, f: impl FnOnce()) -> (f64, f64) {
+    PEAK.store(LIVE.load(Ordering::Relaxed), Ordering::Relaxed);
+    let t = Instant::now();
+    f();
+    let secs = t.elapsed().as_secs_f64();
+    let peak = PEAK.load(Ordering::Relaxed) - base;
+    (peak as f64 / steady as f64, secs)
+}
+
+/// Every figure at one size.
+fn at_scale(n: usize) -> Row {
+    use fieldguard::ownership::{inventory, managed_of, owner_of};
+    let interner = Interner::default();
+    let stats = Stats::default();
+    let table = Table::new("v1", "Pod", false);
+    let pages = list_pages(n, 1000);
+
+    // Initial sync from the recorded list; memory at rest after it.
+    let base = LIVE.load(Ordering::Relaxed);
+    let t = Instant::now();
+    sync(&interner, &stats, &table, &pages);
+    let sync_s = t.elapsed().as_secs_f64();
+    let steady = LIVE.load(Ordering::Relaxed) - base;
+    assert_eq!(table.read().objects.len(), n);
+    let tables = [std::sync::Arc::new(table)];
+
+    // The queries over every object, as the service runs them.
+    let t = Instant::now();
+    let all = table::list(&tables, None);
+    let inv = inventory::inventory(all.iter().map(|(r, o)| (r, &**o)));
+    let managers_s = t.elapsed().as_secs_f64();
+    assert_eq!(inv.managers.len(), 2, "{:?}", inv.managers.len());
+    drop((all, inv));
+    let t = Instant::now();
+    let mut paths = 0;
+    for (_, o) in table::managed_by(&tables, "kubelet") {
+        let m = managed_of(&o).unwrap();
+        for (key, vs) in m.fields.iter() {
+            if owner_of(key, &m).manager == "kubelet" {
+                vs.set.leaves().iterate(|_| paths += 1);
+            }
+        }
+    }
+    let managed_by_s = t.elapsed().as_secs_f64();
+    assert!(paths >= n, "{paths}");
+
+    // Relists: every object changed (a new resourceVersion), then nothing changed.
+    let changed = list_pages(n, 10_000_000);
+    let base_now = LIVE.load(Ordering::Relaxed) - steady;
+    let (relist_peak, relist_s) = peak_of(base_now, steady, || {
+        sync(&interner, &stats, &tables[0], &changed)
+    });
+    let (unchanged_peak, unchanged_s) = peak_of(base_now, steady, || {
+        sync(&interner, &stats, &tables[0], &changed)
+    });
+    drop((changed, pages, tables));
+
+    // Ingest: the same Pods as ADDED watch events into an empty table.
+    let events: Vec<String> = (0..n).map(|i| pod_event(i, 1000 + i)).collect();
+    let table = Table::new("v1", "Pod", false);
+    let t = Instant::now();
+    for e in &events {
+        apply_event_to(&interner, &stats, &table, e.as_bytes());
+    }
+    let ingest_per_s = n as f64 / t.elapsed().as_secs_f64();
+    assert_eq!(table.read().objects.len(), n);
+    Row {
+        ingest_per_s,
+        sync_s,
+        bytes_per_object: steady as f64 / n as f64,
+        relist_peak,
+        relist_s,
+        unchanged_peak,
+        unchanged_s,
+        managers_s,
+        managed_by_s,
+    }
+}
+
 fn mib(b: usize) -> f64 {
     b as f64 / (1024.0 * 1024.0)
 }
@@ -80,66 +213,65 @@ fn main() {
         history();
         return;
     }
+    let sizes: Vec<usize> = match std::env::var("FIELDGUARD_BENCH_SIZES") {
+        Ok(v) => v.split(',').filter_map(|n| n.trim().parse().ok()).collect(),
+        Err(_) => vec![10_000, PODS, 1_000_000],
+    };
+    println!(
+        "cache: same-shaped Pods of {REPLICASETS} ReplicaSets, metadata-only ({:.0} bytes per watch event)",
+        pod_event(0, 1000).len()
+    );
+    println!(
+        "  {:>9} | {:>10} | {:>9} | {:>9} | {:>12} | {:>12} | {:>8} | {:>8}",
+        "objects",
+        "ingest/s",
+        "sync",
+        "B/object",
+        "relist peak",
+        "(unchanged)",
+        "Managers",
+        "ManagedBy"
+    );
+    let mut rows = Vec::new();
+    for &n in &sizes {
+        let row = at_scale(n);
+        println!(
+            "  {:>9} | {:>10.0} | {:>7.2} s | {:>9.0} | {:>5.2}× {:>4.1}s | {:>5.2}× {:>4.1}s | {:>6.2} s | {:>6.2} s",
+            n,
+            row.ingest_per_s,
+            row.sync_s,
+            row.bytes_per_object,
+            row.relist_peak,
+            row.relist_s,
+            row.unchanged_peak,
+            row.unchanged_s,
+            row.managers_s,
+            row.managed_by_s
+        );
+        rows.push((n, row));
+    }
+    println!(
+        "  (ingest: ADDED watch events decoded and indexed one at a time; sync: the same objects from a recorded list, 500 per page; relist: every object changed, then none, applied in place; Managers: every object rebuilt and its managers counted; ManagedBy: the kubelet's objects and fields)"
+    );
+    for w in rows.windows(2) {
+        let ((a, ra), (b, rb)) = (&w[0], &w[1]);
+        let k = *b as f64 / *a as f64;
+        println!(
+            "  {a} → {b} objects ({k:.0}×): sync {:.1}×, memory {:.1}×, Managers {:.1}×, ManagedBy {:.1}×",
+            rb.sync_s / ra.sync_s,
+            rb.bytes_per_object * *b as f64 / (ra.bytes_per_object * *a as f64),
+            rb.managers_s / ra.managers_s,
+            rb.managed_by_s / ra.managed_by_s
+        );
+    }
+    if let Some((_, r)) = rows.iter().find(|(n, _)| *n == PODS) {
+        println!(
+            "  {PODS} Pods: ingest {:.0} events/s — target ≥ 300,000; memory {:.0} bytes per cached object — target ≤ 600; relist peak {:.2}× steady state (every object changed) — target ≤ 1.25×",
+            r.ingest_per_s, r.bytes_per_object, r.relist_peak
+        );
+    }
+
     let events: Vec<String> = (0..PODS).map(|i| pod_event(i, 1000 + i)).collect();
-    let bytes: usize = events.iter().map(|e| e.len()).sum();
-    let interner = Interner::default();
-    let stats = Stats::default();
-    let table = Table::new("v1", "Pod", false);
-
-    // Ingest: decode + index, one event at a time as the watch applies them.
-    let base = LIVE.load(Ordering::Relaxed);
-    let t = Instant::now();
-    for e in &events {
-        apply_event_to(&interner, &stats, &table, e.as_bytes());
-    }
-    let ingest = t.elapsed();
-    let steady = LIVE.load(Ordering::Relaxed) - base;
-    assert_eq!(table.read().objects.len(), PODS);
-    println!(
-        "cache: {PODS} Pods from {REPLICASETS} ReplicaSets, metadata-only watch events ({:.0} bytes each on average)",
-        bytes as f64 / PODS as f64
-    );
-    println!(
-        "  ingest (decode + index): {:.0} events/s ({:.2} s for {PODS}; {:.0} MB/s) — target ≥ 50,000 events/s",
-        PODS as f64 / ingest.as_secs_f64(),
-        ingest.as_secs_f64(),
-        bytes as f64 / ingest.as_secs_f64() / 1e6
-    );
-    println!(
-        "  steady-state memory: {:.1} MiB = {:.0} bytes per cached object (interned strings: {}) — target ≤ 2,048",
-        mib(steady),
-        steady as f64 / PODS as f64,
-        interner.len()
-    );
-
-    // Relist: the whole list decoded into a new table while the old one serves, then swapped.
-    PEAK.store(LIVE.load(Ordering::Relaxed), Ordering::Relaxed);
-    let before = LIVE.load(Ordering::Relaxed);
-    let t = Instant::now();
-    // As the cache's list does: page items decoded straight into the new table.
-    let mut data = TableData::default();
-    for i in 0..events.len() {
-        let line = pod_event(i, 500_000 + i);
-        let start = line.find(r#""object":"#).unwrap() + r#""object":"#.len();
-        let object = &line[start..line.len() - 1];
-        data.upsert(Entry::decode_raw(object, &interner).unwrap());
-    }
-    table.replace(data);
-    interner.sweep();
-    let relist = t.elapsed();
-    let peak = PEAK.load(Ordering::Relaxed) - base;
-    let after = LIVE.load(Ordering::Relaxed) - base;
-    println!(
-        "  relist of {PODS}: {:.2} s; peak {:.1} MiB = {:.2}× steady state (after: {:.1} MiB; before: {:.1} MiB) — target ≤ 1.5×",
-        relist.as_secs_f64(),
-        mib(peak),
-        peak as f64 / steady as f64,
-        mib(after),
-        mib(before - base)
-    );
-
-    drop(table);
-    drop(interner);
     kube_runtime_decoding(&events);
     churn();
     history();
@@ -178,10 +310,11 @@ fn kube_runtime_decoding(events: &[String]) {
                         api_version: f.api_version.unwrap_or_default().into(),
                         subresource: f.subresource.unwrap_or_default().into(),
                     }),
-                    fields: interner.text(
+                    fields: Fields::intern(
                         &f.fields_v1
                             .map(|v| serde_json::to_string(&v.0).unwrap())
                             .unwrap_or_else(|| "{}".into()),
+                        &interner,
                     ),
                     time: f.time.map(|t| t.0.as_second()),
                 })

@@ -42,25 +42,12 @@ fn main() {
         s.extend_catalog(&mut catalog).unwrap();
         let s = s.fetched();
         t_snap.push(t.elapsed());
-        let t = Instant::now();
-        let loaded = manifest::load(&[Input::Path(rel.clone())], &mut std::io::empty());
-        assert!(loaded.errors.is_empty());
-        t_parse.push(t.elapsed());
-        let t = Instant::now();
-        let targets = check::resolve(loaded.documents, &mut catalog, "default").unwrap();
-        t_resolve.push(t.elapsed());
-        let t = Instant::now();
-        let opts = Options {
-            field_manager: "helm".into(),
-            force: Force::None,
-            namespace: "default".into(),
-            now: 0,
-        };
-        let r = check::run(&targets, &s, &opts, None, &mut |_, _| {});
-        t_predict.push(t.elapsed());
-        let t = Instant::now();
-        let text = report::render(&r, Format::Json, false);
-        t_report.push(t.elapsed());
+        let st = stages(&rel, &s, catalog);
+        t_parse.push(st.parse);
+        t_resolve.push(st.resolve);
+        t_predict.push(st.predict);
+        t_report.push(st.json);
+        let (r, text) = (st.report, st.text);
         summary = Some((r.summary(), s.objects.len(), text.len()));
     }
     let (sum, n_snap, bytes) = summary.unwrap();
@@ -80,23 +67,10 @@ fn main() {
     println!("    render JSON            {}", ms(median(t_report)));
 
     // The command as users run it.
-    let bin = env!("CARGO_BIN_EXE_fieldguard");
     let mut wall = Vec::new();
     for _ in 0..rounds {
         let t = Instant::now();
-        let o = Command::new(bin)
-            .args([
-                "check",
-                "--field-manager",
-                "helm",
-                "-o",
-                "json",
-                "--snapshot",
-            ])
-            .arg(&snap)
-            .arg(&rel)
-            .output()
-            .unwrap();
+        let o = command(&snap, &rel);
         wall.push(t.elapsed());
         assert_eq!(
             o.status.code(),
@@ -111,5 +85,126 @@ fn main() {
         ms(*wall.iter().min().unwrap()),
         ms(*wall.iter().max().unwrap())
     );
+    scaling(&dir, &snap);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `fieldguard check -o json --snapshot SNAP RELEASE`, as users run it.
+fn command(snap: &std::path::Path, release: &std::path::Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_fieldguard"))
+        .args([
+            "check",
+            "--field-manager",
+            "helm",
+            "-o",
+            "json",
+            "--snapshot",
+        ])
+        .arg(snap)
+        .arg(release)
+        .output()
+        .unwrap()
+}
+
+/// The in-process stages of one check of `release` against `live` (types from `catalog`).
+struct Stages {
+    parse: Duration,
+    resolve: Duration,
+    predict: Duration,
+    json: Duration,
+    report: check::Report,
+    text: String,
+}
+
+fn stages(
+    release: &std::path::Path,
+    live: &fieldguard::live::Fetched,
+    mut catalog: Catalog,
+) -> Stages {
+    let t = Instant::now();
+    let loaded = manifest::load(&[Input::Path(release.to_path_buf())], &mut std::io::empty());
+    assert!(loaded.errors.is_empty(), "{:?}", loaded.errors.first());
+    let parse = t.elapsed();
+    let t = Instant::now();
+    let targets = check::resolve(loaded.documents, &mut catalog, "default").unwrap();
+    let resolve = t.elapsed();
+    let t = Instant::now();
+    let opts = Options {
+        field_manager: "helm".into(),
+        force: Force::None,
+        namespace: "default".into(),
+        now: 0,
+    };
+    let report = check::run(&targets, live, &opts, None, &mut |_, _| {});
+    let predict = t.elapsed();
+    let t = Instant::now();
+    let text = report::render(&report, Format::Json, false);
+    let json = t.elapsed();
+    Stages {
+        parse,
+        resolve,
+        predict,
+        json,
+        report,
+        text,
+    }
+}
+
+/// The same command at 1, 100, 1,000 and 10,000 manifests against the same snapshot: the
+/// in-process stages that grow with the manifests, and the whole command.
+fn scaling(dir: &std::path::Path, snap: &std::path::Path) {
+    println!("  scaling with the manifests (same 10,003-object snapshot; medians of 3):");
+    println!(
+        "  {:>9} | {:>9} | {:>9} | {:>9} | {:>9} | {:>11}",
+        "manifests", "parse", "resolve", "predict", "JSON", "end to end"
+    );
+    let s = Snapshot::load(&[Input::Path(snap.to_path_buf())], &mut std::io::empty()).unwrap();
+    let mut base = Catalog::kubernetes(DEFAULT_KUBERNETES).unwrap();
+    s.extend_catalog(&mut base).unwrap();
+    let s = s.fetched();
+    let mut prev: Option<(usize, f64)> = None;
+    for n in [1, 100, 1_000, 10_000] {
+        let file = common::release_of(dir, n);
+        let (mut parse, mut resolve, mut predict, mut json, mut wall) =
+            (vec![], vec![], vec![], vec![], vec![]);
+        for _ in 0..3 {
+            let st = stages(&file, &s, base.clone());
+            assert_eq!(st.report.summary().objects, n);
+            parse.push(st.parse);
+            resolve.push(st.resolve);
+            predict.push(st.predict);
+            json.push(st.json);
+            let t = Instant::now();
+            let o = command(snap, &file);
+            wall.push(t.elapsed());
+            assert!(
+                matches!(o.status.code(), Some(0 | 1)),
+                "{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        let stages = median(parse.clone())
+            + median(resolve.clone())
+            + median(predict.clone())
+            + median(json.clone());
+        println!(
+            "  {:>9} | {:>9} | {:>9} | {:>9} | {:>9} | {:>11}",
+            n,
+            ms(median(parse)),
+            ms(median(resolve)),
+            ms(median(predict)),
+            ms(median(json)),
+            ms(median(wall))
+        );
+        let secs = stages.as_secs_f64();
+        if let Some((pn, ps)) = prev {
+            println!(
+                "  {:>9}   {pn} → {n} manifests ({:.0}×): manifest stages {:.1}×",
+                "",
+                n as f64 / pn as f64,
+                secs / ps
+            );
+        }
+        prev = Some((n, secs));
+    }
 }

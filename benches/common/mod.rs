@@ -46,3 +46,27 @@ pub fn generate(dir: &Path) -> (PathBuf, PathBuf) {
     }
     (rel_dir, snap_dir)
 }
+
+/// Writes a release of `n` documents under `dir` (the bundled release's documents, across
+/// namespaces `shop0`, `shop1`, … as [`generate`] names them); returns its file.
+pub fn release_of(dir: &Path, n: usize) -> PathBuf {
+    let release = std::fs::read_to_string(root().join("examples/release/checkout.yaml")).unwrap();
+    let docs: Vec<&str> = release
+        .split("\n---\n")
+        .map(|d| d.trim_start_matches("---\n"))
+        .filter(|d| d.contains("kind:"))
+        .collect();
+    let mut out = String::new();
+    for i in 0..n {
+        let ns = format!("shop{}", i / docs.len());
+        out.push_str("---\n");
+        out.push_str(&docs[i % docs.len()].replace("shop", &ns).replace(
+            "metadata:\n  name: ",
+            &format!("metadata:\n  namespace: {ns}\n  name: "),
+        ));
+        out.push('\n');
+    }
+    let file = dir.join(format!("release-{n}.yaml"));
+    std::fs::write(&file, out).unwrap();
+    file
+}

@@ -6,7 +6,7 @@
 //! relists). The cost is amortized O(1) per interned string, and the interner stays within
 //! about twice what live objects use.
 
-use super::table::EntryHead;
+use super::table::{EntryHead, Hasher};
 use dashmap::DashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,8 +16,8 @@ const SWEEP_FLOOR: usize = 4096;
 
 #[derive(Debug)]
 pub struct Interner {
-    texts: DashSet<Arc<str>>,
-    heads: DashSet<Arc<EntryHead>>,
+    texts: DashSet<Arc<str>, Hasher>,
+    heads: DashSet<Arc<EntryHead>, Hasher>,
     /// Strings held now (approximately: counted at insertion, set exactly by a sweep).
     held: AtomicUsize,
     /// A sweep starts when `held` reaches this.
@@ -29,8 +29,8 @@ pub struct Interner {
 impl Default for Interner {
     fn default() -> Self {
         Interner {
-            texts: DashSet::new(),
-            heads: DashSet::new(),
+            texts: DashSet::default(),
+            heads: DashSet::default(),
             held: AtomicUsize::new(0),
             sweep_at: AtomicUsize::new(SWEEP_FLOOR),
             auto_sweep: true,

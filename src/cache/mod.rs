@@ -4,19 +4,22 @@
 //! managers and manager to objects; schemas per group-version from `/openapi/v3`, refreshed
 //! when CRDs change.
 //!
-//! Consistency: relists (410 Gone, restarts) build a new table and swap it in whole; watch
-//! events apply one at a time under the table's lock; bookmarks keep resourceVersions fresh.
+//! Consistency: relists (410 Gone, restarts) update the table in place, object by object, and
+//! then remove what the list no longer holds; watch events apply one at a time under the
+//! table's lock; bookmarks keep resourceVersions fresh.
 //! Undecodable objects are skipped and counted. Every object handed out carries its
 //! resourceVersion.
 
 mod backoff;
+pub mod fields;
 pub mod intern;
 mod record;
+pub mod relist;
 pub mod table;
 mod watch;
 
 pub use intern::Interner;
-pub use watch::{Applied, apply_event_recorded, apply_event_to};
+pub use watch::{Applied, apply_event_recorded, apply_event_to, list_page};
 
 use crate::catalog::Catalog;
 use crate::live::ObjectRef;
@@ -463,26 +466,9 @@ impl LiveState for ClusterCache {
         // Every object rebuilt: work for the blocking pool, not the runtime's workers.
         let tables = self.tables();
         let namespace = namespace.map(str::to_string);
-        tokio::task::spawn_blocking(move || {
-            let mut out = Vec::new();
-            for t in tables {
-                let data = t.read();
-                for e in data.objects.values() {
-                    let r = t.object_ref(e);
-                    if namespace
-                        .as_deref()
-                        .is_some_and(|n| !r.namespace.is_empty() && r.namespace != n)
-                    {
-                        continue;
-                    }
-                    out.push((r, Arc::new(e.to_value(&t.api_version, &t.kind))));
-                }
-            }
-            out.sort_by(|a, b| a.0.cmp(&b.0));
-            out
-        })
-        .await
-        .map_err(|e| LiveError::Internal(format!("listing the cache failed: {e}")))
+        tokio::task::spawn_blocking(move || table::list(&tables, namespace.as_deref()))
+            .await
+            .map_err(|e| LiveError::Internal(format!("listing the cache failed: {e}")))
     }
 
     fn describe(&self) -> String {
@@ -528,27 +514,9 @@ impl LiveState for ClusterCache {
     async fn managed_by(&self, manager: &str) -> Result<Vec<(ObjectRef, Stored)>, LiveError> {
         let tables = self.tables();
         let manager = manager.to_string();
-        tokio::task::spawn_blocking(move || {
-            let mut out = Vec::new();
-            for t in tables {
-                let data = t.read();
-                let Some(keys) = data.by_manager.get(manager.as_str()) else {
-                    continue;
-                };
-                for k in keys {
-                    if let Some(e) = data.objects.get(k) {
-                        out.push((
-                            t.object_ref(e),
-                            Arc::new(e.to_value(&t.api_version, &t.kind)),
-                        ));
-                    }
-                }
-            }
-            out.sort_by(|a, b| a.0.cmp(&b.0));
-            out
-        })
-        .await
-        .map_err(|e| LiveError::Internal(format!("listing the cache failed: {e}")))
+        tokio::task::spawn_blocking(move || table::managed_by(&tables, &manager))
+            .await
+            .map_err(|e| LiveError::Internal(format!("listing the cache failed: {e}")))
     }
 }
 

@@ -1,20 +1,27 @@
 //! Feeding the ownership history from the cache: each watch event's object before and after
-//! (a relist: every object of the old table against the new one, so a gap in the watch still
-//! yields each change once).
+//! (a relist: each listed object against the one it replaces, then the objects it no longer
+//! holds, so a gap in the watch still yields each change once).
 
-use super::table::{Entry, Table, TableData};
+use super::table::{Entry, Table};
 use crate::history::{History, ObjectState, Owned};
+use std::borrow::Cow;
 
-fn state(e: &Entry) -> ObjectState<'_> {
+/// Each entry's FieldsV1 text.
+fn texts(e: &Entry) -> Vec<Cow<'_, str>> {
+    e.managed.iter().map(|m| m.fields.text()).collect()
+}
+
+fn state<'a>(e: &'a Entry, texts: &'a [Cow<'a, str>]) -> ObjectState<'a> {
     ObjectState {
         entries: e
             .managed
             .iter()
-            .map(|m| Owned {
+            .zip(texts)
+            .map(|(m, fields)| Owned {
                 manager: &m.head.manager,
                 operation: &m.head.operation,
                 subresource: &m.head.subresource,
-                fields: &m.fields,
+                fields,
                 time: m.time,
             })
             .collect(),
@@ -27,9 +34,10 @@ pub(super) fn change(h: &History, table: &Table, old: Option<&Entry>, new: Optio
     // Cheap when nothing of managedFields changed: the interned texts are the same.
     if let (Some(o), Some(n)) = (old, new)
         && o.managed.len() == n.managed.len()
-        && o.managed.iter().zip(n.managed.iter()).all(|(a, b)| {
-            std::sync::Arc::ptr_eq(&a.head, &b.head) && std::sync::Arc::ptr_eq(&a.fields, &b.fields)
-        })
+        && o.managed
+            .iter()
+            .zip(n.managed.iter())
+            .all(|(a, b)| std::sync::Arc::ptr_eq(&a.head, &b.head) && a.fields.same(&b.fields))
     {
         return;
     }
@@ -44,17 +52,8 @@ pub(super) fn change(h: &History, table: &Table, old: Option<&Entry>, new: Optio
         name: &any.name,
         resource_version: rv,
     };
-    h.observe(&subject, old.map(state).as_ref(), new.map(state).as_ref());
-}
-
-/// Records what a relist changed: every object of `old` against `new`.
-pub(super) fn relist(h: &History, table: &Table, old: &TableData, new: &TableData) {
-    for (k, n) in &new.objects {
-        change(h, table, old.objects.get(k).map(|o| &**o), Some(n));
-    }
-    for (k, o) in &old.objects {
-        if !new.objects.contains_key(k) && !new.undecodable.contains_key(&**k) {
-            change(h, table, Some(o), None);
-        }
-    }
+    let (old_texts, new_texts) = (old.map(texts), new.map(texts));
+    let old = old.zip(old_texts.as_deref()).map(|(e, t)| state(e, t));
+    let new = new.zip(new_texts.as_deref()).map(|(e, t)| state(e, t));
+    h.observe(&subject, old.as_ref(), new.as_ref());
 }

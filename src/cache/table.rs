@@ -1,13 +1,18 @@
 //! One resource type's cached objects: compact entries (managedFields kept as interned FieldsV1
-//! text, decoded only when a query needs them), an index from manager to objects, and whole-table
-//! replacement for relists so readers never see a half-built view.
+//! text, cut into a shared shape and per-object keys, decoded only when a query needs them) and
+//! an index from manager to objects. Relists update a table in place (`relist.rs`).
 
+use super::fields::Fields;
 use super::intern::Interner;
 use crate::live::ObjectRef;
 use crate::managedfields::parse_time;
 use crate::value::{Map, Value, json};
-use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
+
+/// The tables' hasher: seeded per map, and fast on the long keys of a cache.
+pub type Hasher = foldhash::quality::RandomState;
+pub type HashMap<K, V> = std::collections::HashMap<K, V, Hasher>;
+pub type HashSet<K> = std::collections::HashSet<K, Hasher>;
 
 /// Who wrote one managedFields entry (shared by every object with the same entry head).
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -22,8 +27,8 @@ pub struct EntryHead {
 #[derive(Clone, Debug)]
 pub struct ManagedEntry {
     pub head: Arc<EntryHead>,
-    /// The FieldsV1 JSON, interned: same-shaped objects share one copy.
-    pub fields: Arc<str>,
+    /// The FieldsV1 JSON, interned: same-shaped objects share its shape.
+    pub fields: Fields,
     pub time: Option<i64>,
 }
 
@@ -42,20 +47,20 @@ pub struct Entry {
 
 /// The parts of an object's metadata the cache keeps, borrowed from the event's text.
 #[derive(serde::Deserialize)]
-struct RawObject<'a> {
+pub(super) struct RawObject<'a> {
     #[serde(borrow)]
-    metadata: RawMeta<'a>,
+    pub(super) metadata: RawMeta<'a>,
 }
 
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct RawMeta<'a> {
+pub(super) struct RawMeta<'a> {
     #[serde(borrow, default)]
-    name: std::borrow::Cow<'a, str>,
+    pub(super) name: std::borrow::Cow<'a, str>,
     #[serde(borrow, default)]
-    namespace: std::borrow::Cow<'a, str>,
+    pub(super) namespace: std::borrow::Cow<'a, str>,
     #[serde(borrow, default)]
-    resource_version: std::borrow::Cow<'a, str>,
+    pub(super) resource_version: std::borrow::Cow<'a, str>,
     #[serde(borrow, default)]
     labels: Option<&'a serde_json::value::RawValue>,
     #[serde(borrow, default)]
@@ -84,7 +89,11 @@ impl Entry {
     /// and labels are interned as the apiserver wrote them). For metadata-only watches.
     pub fn decode_raw(text: &str, interner: &Interner) -> Result<Entry, String> {
         let o: RawObject = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        let m = o.metadata;
+        Entry::from_raw(o.metadata, interner)
+    }
+
+    /// An entry from metadata read straight from an object's text.
+    pub(super) fn from_raw(m: RawMeta<'_>, interner: &Interner) -> Result<Entry, String> {
         if m.name.is_empty() {
             return Err("no metadata.name".into());
         }
@@ -107,7 +116,7 @@ impl Entry {
                     api_version: e.api_version.into(),
                     subresource: e.subresource.into(),
                 }),
-                fields: interner.text(fields),
+                fields: Fields::intern(fields, interner),
                 time,
             });
         }
@@ -165,7 +174,7 @@ impl Entry {
                         api_version: g("apiVersion").into(),
                         subresource: g("subresource").into(),
                     }),
-                    fields: interner.text(&fields),
+                    fields: Fields::intern(&fields, interner),
                     time,
                 });
             }
@@ -230,7 +239,7 @@ impl Entry {
                     );
                 }
                 m.insert("fieldsType", Value::from("FieldsV1"));
-                m.insert("fieldsV1", Value::from(&*e.fields));
+                m.insert("fieldsV1", Value::from(&*e.fields.text()));
                 if !e.head.subresource.is_empty() {
                     m.insert("subresource", Value::from(&*e.head.subresource));
                 }
@@ -266,15 +275,6 @@ pub struct TableData {
 }
 
 impl TableData {
-    /// Builds a table from a full list.
-    pub fn from_entries(entries: impl IntoIterator<Item = Entry>) -> TableData {
-        let mut t = TableData::default();
-        for e in entries {
-            t.upsert(e);
-        }
-        t
-    }
-
     fn index(&mut self, k: &Arc<str>, e: &Entry, add: bool) {
         for m in e.managed.iter() {
             let name = &m.head.manager;
@@ -282,7 +282,8 @@ impl TableData {
                 if let Some(set) = self.by_manager.get_mut(name) {
                     set.insert(k.clone());
                 } else {
-                    self.by_manager.insert(name.clone(), [k.clone()].into());
+                    self.by_manager
+                        .insert(name.clone(), std::iter::once(k.clone()).collect());
                 }
             } else if let Some(set) = self.by_manager.get_mut(name) {
                 set.remove(&**k);
@@ -295,28 +296,40 @@ impl TableData {
 
     /// Adds or replaces an object; returns the entry it replaced.
     pub fn upsert(&mut self, e: Entry) -> Option<Arc<Entry>> {
+        self.upsert_keyed(e).1
+    }
+
+    /// [`TableData::upsert`], also returning the object's key as the table holds it.
+    pub fn upsert_keyed(&mut self, e: Entry) -> (Arc<str>, Option<Arc<Entry>>) {
         let e = Arc::new(e);
-        let k: Arc<str> = Arc::from(e.key());
+        let fresh = e.key();
         if !self.undecodable.is_empty() {
-            self.undecodable.remove(&*k);
+            self.undecodable.remove(&*fresh);
         }
-        let old = self.objects.remove_entry(&k).map(|(old_k, old)| {
-            self.index(&old_k, &old, false);
-            old
-        });
+        let (k, old) = match self.objects.remove_entry(&*fresh) {
+            Some((old_k, old)) => {
+                self.index(&old_k, &old, false);
+                (old_k, Some(old))
+            }
+            None => (Arc::from(fresh), None),
+        };
         self.index(&k, &e, true);
-        self.objects.insert(k, e);
-        old
+        self.objects.insert(k.clone(), e);
+        (k, old)
     }
 
     /// Removes an object; returns its entry.
     pub fn remove(&mut self, namespace: &str, name: &str) -> Option<Arc<Entry>> {
-        let k = key(namespace, name);
-        let old = self.objects.remove_entry(&*k).map(|(old_k, old)| {
+        self.remove_key(&key(namespace, name))
+    }
+
+    /// Removes the object of this key; returns its entry.
+    pub fn remove_key(&mut self, k: &str) -> Option<Arc<Entry>> {
+        let old = self.objects.remove_entry(k).map(|(old_k, old)| {
             self.index(&old_k, &old, false);
             old
         });
-        self.undecodable.remove(&*k);
+        self.undecodable.remove(k);
         old
     }
 
@@ -379,12 +392,6 @@ impl Table {
         self.in_sync.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Swaps in a whole new content (after a list).
-    pub fn replace(&self, data: TableData) {
-        *self.data.write().unwrap_or_else(|p| p.into_inner()) = data;
-        self.touch();
-    }
-
     /// Records that the apiserver was heard from now.
     pub fn touch(&self) {
         let now = std::time::SystemTime::now()
@@ -410,4 +417,46 @@ impl Table {
             name: e.name.to_string(),
         }
     }
+}
+
+/// Every object of these tables (in one namespace, with the cluster-scoped ones), rebuilt as
+/// values, in reference order.
+pub fn list(tables: &[Arc<Table>], namespace: Option<&str>) -> Vec<(ObjectRef, Arc<Value>)> {
+    let mut out = Vec::new();
+    for t in tables {
+        let data = t.read();
+        for e in data.objects.values() {
+            if namespace.is_some_and(|n| !e.namespace.is_empty() && *e.namespace != *n) {
+                continue;
+            }
+            out.push((
+                t.object_ref(e),
+                Arc::new(e.to_value(&t.api_version, &t.kind)),
+            ));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// The objects of these tables a manager has entries on, rebuilt as values, in reference
+/// order.
+pub fn managed_by(tables: &[Arc<Table>], manager: &str) -> Vec<(ObjectRef, Arc<Value>)> {
+    let mut out = Vec::new();
+    for t in tables {
+        let data = t.read();
+        let Some(keys) = data.by_manager.get(manager) else {
+            continue;
+        };
+        for k in keys {
+            if let Some(e) = data.objects.get(k) {
+                out.push((
+                    t.object_ref(e),
+                    Arc::new(e.to_value(&t.api_version, &t.kind)),
+                ));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
 }

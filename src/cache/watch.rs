@@ -1,6 +1,6 @@
 //! The list+watch loop of one resource type.
 //!
-//! list (paginated) → swap the table in whole → watch from the list's resourceVersion with
+//! list (paginated) into the table in place → watch from the list's resourceVersion with
 //! bookmarks → apply events one by one → on a dropped or timed-out stream, watch again from the
 //! last resourceVersion seen → on 410 Gone (or an ERROR event saying so), list again.
 //!
@@ -21,7 +21,8 @@
 
 use super::ClusterCache;
 use super::backoff::Backoff;
-use super::table::{Entry, Table, TableData};
+use super::relist::Relist;
+use super::table::{Entry, RawObject, Table};
 use crate::live::api::ClusterError;
 use crate::live::discovery::ServedResource;
 use crate::value::json;
@@ -163,7 +164,7 @@ fn decode(table: &Table, text: &str, interner: &super::Interner) -> Result<Entry
     }
 }
 
-/// Lists every object (page by page) into a new table, swapped in whole at the end; returns the
+/// Lists every object (page by page) into the table, in place (`relist.rs`); returns the
 /// list's resourceVersion. A resource no longer served is an error with code 404.
 #[tracing::instrument(name = "relist", skip_all, fields(cluster = %cache.name, kind = %table.kind))]
 async fn list(cache: &ClusterCache, table: &Table, base: &str) -> Result<String, ClusterError> {
@@ -172,7 +173,12 @@ async fn list(cache: &ClusterCache, table: &Table, base: &str) -> Result<String,
     } else {
         METADATA_LIST
     };
-    let mut data = TableData::default();
+    // A relist after a gap: what changed meanwhile is history too (the first list is not).
+    let history = cache
+        .history
+        .as_deref()
+        .filter(|_| table.listed.load(Ordering::SeqCst));
+    let mut relist = Relist::new(history);
     let mut cont = String::new();
     let rv = loop {
         let mut url = format!("{base}?limit=500");
@@ -185,35 +191,59 @@ async fn list(cache: &ClusterCache, table: &Table, base: &str) -> Result<String,
             .get_text(&url, accept)
             .await?
             .ok_or_else(|| ClusterError::status(format!("{base}: not found"), 404))?;
-        let list: RawList =
-            serde_json::from_str(&page).map_err(|e| ClusterError::new(format!("{base}: {e}")))?;
-        for item in list.items {
-            match decode(table, item.get(), &cache.interner) {
-                Ok(e) => {
-                    data.upsert(e);
-                }
-                Err(why) => {
-                    cache.stats.skipped.fetch_add(1, Ordering::Relaxed);
-                    if let Ok(id) = serde_json::from_str::<RawIdentity>(item.get()) {
-                        data.unreadable(&id.metadata.namespace, &id.metadata.name, &why);
-                    }
+        let (rv, next) = list_page(&cache.interner, &cache.stats, table, &mut relist, &page)
+            .map_err(|e| ClusterError::new(format!("{base}: {e}")))?;
+        cont = next;
+        if cont.is_empty() {
+            break rv;
+        }
+    };
+    relist.finish(table);
+    cache.interner.sweep();
+    Ok(rv)
+}
+
+/// One page of a list (its JSON text) into a relist in progress; returns the list's
+/// resourceVersion and its continue token (empty on the last page). Objects that cannot be read
+/// are counted and known to exist; a page that is not a list is an error.
+pub fn list_page(
+    interner: &super::Interner,
+    stats: &super::Stats,
+    table: &Table,
+    relist: &mut Relist<'_>,
+    page: &str,
+) -> Result<(String, String), String> {
+    // Metadata-only kinds: the page and its objects' metadata in one pass over the text (an
+    // object that cannot be read sends the whole page the way below, which says why).
+    if !table.full
+        && let Ok(list) = serde_json::from_str::<RawMetaList>(page)
+    {
+        let entries: Result<Vec<Entry>, String> = list
+            .items
+            .into_iter()
+            .map(|o| Entry::from_raw(o.metadata, interner))
+            .collect();
+        if let Ok(entries) = entries {
+            for e in entries {
+                relist.upsert(table, e);
+            }
+            return Ok((list.metadata.resource_version, list.metadata.cont));
+        }
+    }
+    let list: RawList = serde_json::from_str(page).map_err(|e| e.to_string())?;
+    for item in list.items {
+        match decode(table, item.get(), interner) {
+            Ok(e) => relist.upsert(table, e),
+            Err(why) => {
+                stats.skipped.fetch_add(1, Ordering::Relaxed);
+                if let Ok(id) = serde_json::from_str::<RawIdentity>(item.get()) {
+                    let m = &id.metadata;
+                    relist.unreadable(table, &m.namespace, &m.name, &why);
                 }
             }
         }
-        cont = list.metadata.cont;
-        if cont.is_empty() {
-            break list.metadata.resource_version;
-        }
-    };
-    // A relist after a gap: what changed meanwhile is history too (the first list is not).
-    if let Some(h) = &cache.history
-        && table.listed.load(Ordering::SeqCst)
-    {
-        super::record::relist(h, table, &table.read(), &data);
     }
-    table.replace(data);
-    cache.interner.sweep();
-    Ok(rv)
+    Ok((list.metadata.resource_version, list.metadata.cont))
 }
 
 /// One watch request, until it ends.
@@ -352,35 +382,39 @@ pub fn apply_event_recorded(
     line: &[u8],
     history: Option<&crate::history::History>,
 ) -> Applied {
-    let parsed = std::str::from_utf8(line)
-        .ok()
-        .and_then(|t| serde_json::from_str::<RawEvent>(t).ok());
-    let Some(ev) = parsed else {
+    let Ok(text) = std::str::from_utf8(line) else {
+        stats.skipped.fetch_add(1, Ordering::Relaxed);
+        return Applied::Skipped;
+    };
+    // Metadata-only kinds: the event and its object's metadata in one pass over the text.
+    // Anything unusual (an error, a bookmark, an object that cannot be read) takes the path
+    // below, which reads the event again and says why.
+    if !table.full
+        && let Ok(ev) = serde_json::from_str::<RawMetaEvent>(text)
+    {
+        match &*ev.kind {
+            "ADDED" | "MODIFIED" => {
+                if let Ok(e) = Entry::from_raw(ev.object.metadata, interner) {
+                    table.touch();
+                    return upserted(table, e, history);
+                }
+            }
+            "DELETED" => {
+                table.touch();
+                let m = &ev.object.metadata;
+                return deleted(table, &m.namespace, &m.name, &m.resource_version, history);
+            }
+            _ => {}
+        }
+    }
+    let Ok(ev) = serde_json::from_str::<RawEvent>(text) else {
         stats.skipped.fetch_add(1, Ordering::Relaxed);
         return Applied::Skipped;
     };
     table.touch();
-    let advanced = |rv: String| {
-        if table.kind == "CustomResourceDefinition" {
-            Applied::CrdChanged(rv)
-        } else {
-            Applied::Version(rv)
-        }
-    };
     if matches!(&*ev.kind, "ADDED" | "MODIFIED") {
-        // The entry carries its own resourceVersion: the object is read once.
         match decode(table, ev.object.get(), interner) {
-            Ok(e) => {
-                let rv = e.resource_version.to_string();
-                // Recorded before the table shows it: whoever sees the new version in the
-                // cache finds its history too (this task is the table's only writer).
-                if let Some(h) = history {
-                    let old = table.read().objects.get(&*e.key()).cloned();
-                    super::record::change(h, table, old.as_deref(), Some(&e));
-                }
-                table.write().upsert(e);
-                return advanced(rv);
-            }
+            Ok(e) => return upserted(table, e, history),
             // Still advance past it: the event was received; the object is known to exist
             // and to be unreadable (never mistaken for an absent one).
             Err(why) => {
@@ -399,28 +433,76 @@ pub fn apply_event_recorded(
         stats.skipped.fetch_add(1, Ordering::Relaxed);
         return Applied::Skipped;
     };
-    let rv = id.metadata.resource_version.to_string();
+    let m = &id.metadata;
     match &*ev.kind {
-        "BOOKMARK" => Applied::Version(rv),
+        "BOOKMARK" => Applied::Version(m.resource_version.to_string()),
         "ERROR" if id.code == 410 => Applied::Gone,
         "ERROR" => Applied::Skipped,
-        "DELETED" => {
-            if let Some(h) = history {
-                let k = super::table::key(&id.metadata.namespace, &id.metadata.name);
-                let old = table.read().objects.get(&*k).cloned();
-                if let Some(old) = old {
-                    super::record::change(h, table, Some(&old), None);
-                }
-            }
-            table
-                .write()
-                .remove(&id.metadata.namespace, &id.metadata.name);
-            advanced(rv)
-        }
-        "ADDED" | "MODIFIED" => advanced(rv),
+        "DELETED" => deleted(table, &m.namespace, &m.name, &m.resource_version, history),
+        "ADDED" | "MODIFIED" => advanced(table, m.resource_version.to_string()),
         _ => {
             stats.skipped.fetch_add(1, Ordering::Relaxed);
             Applied::Skipped
         }
     }
+}
+
+/// A list page with its objects' metadata read in the same pass.
+#[derive(serde::Deserialize)]
+struct RawMetaList<'a> {
+    #[serde(borrow, default)]
+    items: Vec<RawObject<'a>>,
+    #[serde(default)]
+    metadata: ListMeta,
+}
+
+/// A watch event with its object's metadata read in the same pass.
+#[derive(serde::Deserialize)]
+struct RawMetaEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    object: RawObject<'a>,
+}
+
+/// The table advanced to `rv` (a CRD's change also says so).
+fn advanced(table: &Table, rv: String) -> Applied {
+    if table.kind == "CustomResourceDefinition" {
+        Applied::CrdChanged(rv)
+    } else {
+        Applied::Version(rv)
+    }
+}
+
+/// An object added or changed.
+fn upserted(table: &Table, e: Entry, history: Option<&crate::history::History>) -> Applied {
+    // The entry carries its own resourceVersion: the object is read once.
+    let rv = e.resource_version.to_string();
+    // Recorded before the table shows it: whoever sees the new version in the cache finds
+    // its history too (this task is the table's only writer).
+    if let Some(h) = history {
+        let old = table.read().objects.get(&*e.key()).cloned();
+        super::record::change(h, table, old.as_deref(), Some(&e));
+    }
+    table.write().upsert(e);
+    advanced(table, rv)
+}
+
+/// An object deleted.
+fn deleted(
+    table: &Table,
+    namespace: &str,
+    name: &str,
+    rv: &str,
+    history: Option<&crate::history::History>,
+) -> Applied {
+    if let Some(h) = history {
+        let k = super::table::key(namespace, name);
+        let old = table.read().objects.get(&*k).cloned();
+        if let Some(old) = old {
+            super::record::change(h, table, Some(&old), None);
+        }
+    }
+    table.write().remove(namespace, name);
+    advanced(table, rv.to_string())
 }
