@@ -43,13 +43,16 @@ pub fn inventory<'a>(objects: impl IntoIterator<Item = (&'a ObjectRef, &'a Value
     #[derive(Default)]
     struct Acc {
         ops: BTreeSet<String>,
-        objects: BTreeSet<ObjectRef>,
+        /// Objects counted so far, and the last one (a manager with several entries on one
+        /// object, `Apply` and `Update`, counts it once): linear in the objects, no copies.
+        objects: usize,
+        last: Option<usize>,
         fields: usize,
         newest: Option<i64>,
     }
     let mut acc: BTreeMap<String, Acc> = BTreeMap::new();
     let mut inv = Inventory::default();
-    for (r, obj) in objects {
+    for (i, (r, obj)) in objects.into_iter().enumerate() {
         inv.objects += 1;
         let managed = match managed_of(obj) {
             Ok(m) => m,
@@ -60,13 +63,16 @@ pub fn inventory<'a>(objects: impl IntoIterator<Item = (&'a ObjectRef, &'a Value
         };
         for (key, vs) in managed.fields.iter() {
             let id = parse_identity(key).unwrap_or_default();
-            let a = acc.entry(id.manager.clone()).or_default();
+            let a = acc.entry(id.manager).or_default();
             a.ops.insert(if id.subresource.is_empty() {
-                id.operation.clone()
+                id.operation
             } else {
                 format!("{}/{}", id.operation, id.subresource)
             });
-            a.objects.insert(r.clone());
+            if a.last != Some(i) {
+                a.last = Some(i);
+                a.objects += 1;
+            }
             let mut n = 0;
             vs.set.leaves().iterate(|_| n += 1);
             a.fields += n;
@@ -81,7 +87,7 @@ pub fn inventory<'a>(objects: impl IntoIterator<Item = (&'a ObjectRef, &'a Value
             flags: flags(&name, &names),
             manager: name,
             operations: a.ops,
-            objects: a.objects.len(),
+            objects: a.objects,
             fields: a.fields,
             newest: a.newest.map(format_time),
         });
@@ -248,5 +254,50 @@ mod tests {
         assert_eq!(flags("helm", &all)[0].kind, "alias");
         assert!(flags("flux", &all).is_empty());
         assert_eq!(flags("kubectl-edit", &all)[0].kind, "manual-edit");
+    }
+
+    /// A manager with two entries on one object (`Apply` and `Update/status`) counts the
+    /// object once and the fields of both; objects are counted per manager.
+    #[test]
+    fn objects_are_counted_once_per_manager_and_fields_per_entry() {
+        let obj = |name: &str, status: bool| {
+            let mut entries = vec![
+                r#"{"manager":"helm","operation":"Apply","apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{"f:data":{"f:a":{},"f:b":{}}}}"#.to_string(),
+            ];
+            if status {
+                entries.push(r#"{"manager":"helm","operation":"Update","subresource":"status","apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{"f:status":{"f:phase":{}}}}"#.to_string());
+            }
+            entries.push(r#"{"manager":"kubectl-edit","operation":"Update","apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{"f:data":{"f:c":{}}}}"#.to_string());
+            let text = format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"ns","managedFields":[{}]}}}}"#,
+                entries.join(",")
+            );
+            let r = ObjectRef {
+                group: String::new(),
+                kind: "ConfigMap".into(),
+                namespace: "ns".into(),
+                name: name.into(),
+            };
+            (r, crate::value::json::parse_str(&text).unwrap())
+        };
+        let objects = [obj("a", true), obj("b", false), obj("c", true)];
+        let inv = inventory(objects.iter().map(|(r, o)| (r, o)));
+        assert_eq!(inv.objects, 3);
+        let helm = inv.managers.iter().find(|m| m.manager == "helm").unwrap();
+        assert_eq!(helm.objects, 3);
+        assert_eq!(helm.fields, 3 * 2 + 2);
+        assert_eq!(
+            helm.operations
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+            ["Apply", "Update/status"]
+        );
+        let edit = inv
+            .managers
+            .iter()
+            .find(|m| m.manager == "kubectl-edit")
+            .unwrap();
+        assert_eq!((edit.objects, edit.fields), (3, 3));
     }
 }
