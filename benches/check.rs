@@ -6,7 +6,9 @@
 
 use fieldguard::catalog::{Catalog, DEFAULT_KUBERNETES};
 use fieldguard::check::{self, Force, Options};
+use fieldguard::live::ObjectRef;
 use fieldguard::live::snapshot::Snapshot;
+use fieldguard::live::state::{self, SnapshotState};
 use fieldguard::manifest::{self, Input};
 use fieldguard::report::{self, Format};
 use std::process::Command;
@@ -32,23 +34,25 @@ fn main() {
     let rounds = 5;
 
     // In-process stages.
-    let (mut t_snap, mut t_parse, mut t_resolve, mut t_predict, mut t_report) =
-        (vec![], vec![], vec![], vec![], vec![]);
+    let (mut t_snap, mut t_parse, mut t_resolve, mut t_read, mut t_predict, mut t_report) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
     let mut summary = None;
     for _ in 0..rounds {
         let t = Instant::now();
         let s = Snapshot::load(&[Input::Path(snap.clone())], &mut std::io::empty()).unwrap();
         let mut catalog = Catalog::kubernetes(DEFAULT_KUBERNETES).unwrap();
         s.extend_catalog(&mut catalog).unwrap();
-        let s = s.fetched();
+        let n = s.len();
+        let s = SnapshotState::new(s, catalog.clone());
         t_snap.push(t.elapsed());
         let st = stages(&rel, &s, catalog);
         t_parse.push(st.parse);
         t_resolve.push(st.resolve);
+        t_read.push(st.read);
         t_predict.push(st.predict);
         t_report.push(st.json);
         let (r, text) = (st.report, st.text);
-        summary = Some((r.summary(), s.objects.len(), text.len()));
+        summary = Some((r.summary(), n, text.len()));
     }
     let (sum, n_snap, bytes) = summary.unwrap();
     println!(
@@ -63,6 +67,7 @@ fn main() {
     println!("    load snapshot + CRDs   {}", ms(median(t_snap)));
     println!("    parse manifests        {}", ms(median(t_parse)));
     println!("    resolve types          {}", ms(median(t_resolve)));
+    println!("    read live objects      {}", ms(median(t_read)));
     println!("    predict                {}", ms(median(t_predict)));
     println!("    render JSON            {}", ms(median(t_report)));
 
@@ -110,17 +115,15 @@ fn command(snap: &std::path::Path, release: &std::path::Path) -> std::process::O
 struct Stages {
     parse: Duration,
     resolve: Duration,
+    /// The live objects of the targets read from the snapshot (parsed on first read).
+    read: Duration,
     predict: Duration,
     json: Duration,
     report: check::Report,
     text: String,
 }
 
-fn stages(
-    release: &std::path::Path,
-    live: &fieldguard::live::Fetched,
-    mut catalog: Catalog,
-) -> Stages {
+fn stages(release: &std::path::Path, snapshot: &SnapshotState, mut catalog: Catalog) -> Stages {
     let t = Instant::now();
     let loaded = manifest::load(&[Input::Path(release.to_path_buf())], &mut std::io::empty());
     assert!(loaded.errors.is_empty(), "{:?}", loaded.errors.first());
@@ -129,13 +132,23 @@ fn stages(
     let targets = check::resolve(loaded.documents, &mut catalog, "default").unwrap();
     let resolve = t.elapsed();
     let t = Instant::now();
+    let refs: Vec<(ObjectRef, String)> = targets
+        .iter()
+        .map(|t| (t.object_ref.clone(), t.info.gvk.api_version()))
+        .collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let live = rt.block_on(state::fetch(snapshot, &refs, true)).unwrap();
+    let read = t.elapsed();
+    let t = Instant::now();
     let opts = Options {
         field_manager: "helm".into(),
         force: Force::None,
         namespace: "default".into(),
         now: 0,
     };
-    let report = check::run(&targets, live, &opts, None, &mut |_, _| {});
+    let report = check::run(&targets, &live, &opts, None, &mut |_, _| {});
     let predict = t.elapsed();
     let t = Instant::now();
     let text = report::render(&report, Format::Json, false);
@@ -143,6 +156,7 @@ fn stages(
     Stages {
         parse,
         resolve,
+        read,
         predict,
         json,
         report,
@@ -155,23 +169,25 @@ fn stages(
 fn scaling(dir: &std::path::Path, snap: &std::path::Path) {
     println!("  scaling with the manifests (same 10,003-object snapshot; medians of 3):");
     println!(
-        "  {:>9} | {:>9} | {:>9} | {:>9} | {:>9} | {:>11}",
-        "manifests", "parse", "resolve", "predict", "JSON", "end to end"
+        "  {:>9} | {:>9} | {:>9} | {:>9} | {:>9} | {:>9} | {:>11}",
+        "manifests", "parse", "resolve", "read live", "predict", "JSON", "end to end"
     );
     let s = Snapshot::load(&[Input::Path(snap.to_path_buf())], &mut std::io::empty()).unwrap();
     let mut base = Catalog::kubernetes(DEFAULT_KUBERNETES).unwrap();
     s.extend_catalog(&mut base).unwrap();
-    let s = s.fetched();
     let mut prev: Option<(usize, f64)> = None;
     for n in [1, 100, 1_000, 10_000] {
         let file = common::release_of(dir, n);
-        let (mut parse, mut resolve, mut predict, mut json, mut wall) =
-            (vec![], vec![], vec![], vec![], vec![]);
+        let (mut parse, mut resolve, mut read, mut predict, mut json, mut wall) =
+            (vec![], vec![], vec![], vec![], vec![], vec![]);
         for _ in 0..3 {
-            let st = stages(&file, &s, base.clone());
+            // A fresh state: each round parses the live objects it reads, as a command does.
+            let state = SnapshotState::new(s.clone(), base.clone());
+            let st = stages(&file, &state, base.clone());
             assert_eq!(st.report.summary().objects, n);
             parse.push(st.parse);
             resolve.push(st.resolve);
+            read.push(st.read);
             predict.push(st.predict);
             json.push(st.json);
             let t = Instant::now();
@@ -185,13 +201,15 @@ fn scaling(dir: &std::path::Path, snap: &std::path::Path) {
         }
         let stages = median(parse.clone())
             + median(resolve.clone())
+            + median(read.clone())
             + median(predict.clone())
             + median(json.clone());
         println!(
-            "  {:>9} | {:>9} | {:>9} | {:>9} | {:>9} | {:>11}",
+            "  {:>9} | {:>9} | {:>9} | {:>9} | {:>9} | {:>9} | {:>11}",
             n,
             ms(median(parse)),
             ms(median(resolve)),
+            ms(median(read)),
             ms(median(predict)),
             ms(median(json)),
             ms(median(wall))

@@ -41,6 +41,7 @@ pub mod cache;
 pub mod catalog;
 pub mod check;
 pub mod cli;
+pub mod cores;
 pub mod deadline;
 pub mod fieldpath;
 pub mod history;

@@ -47,7 +47,13 @@ fn pipeline(bytes: &[u8]) -> bool {
         namespace: "shop".into(),
         now: 0,
     };
-    let report = check::run(&targets, &snap.fetched(), &opts, None, &mut |_, _| {});
+    let report = check::run(
+        &targets,
+        &snap.fetched().unwrap(),
+        &opts,
+        None,
+        &mut |_, _| {},
+    );
     for o in &report.objects {
         assert!(o.line >= 1);
         for c in &o.conflicts {
@@ -135,7 +141,13 @@ fn every_output(bytes: &[u8]) -> String {
         namespace: "shop".into(),
         now: 0,
     };
-    let r = check::run(&targets, &snap.fetched(), &opts, None, &mut |_, _| {});
+    let r = check::run(
+        &targets,
+        &snap.fetched().unwrap(),
+        &opts,
+        None,
+        &mut |_, _| {},
+    );
     let mut all = invalid(&check::invalid_objects(&r, &targets));
     for f in [Format::Text, Format::Json, Format::Sarif, Format::Junit] {
         all.push_str(&report::render(&r, f, false));

@@ -30,9 +30,7 @@ pub(super) fn check_objects(
         let o = check_prepared(t, live.get(&t.object_ref), prepared.as_deref(), opts);
         with_live_origin(o, live, t)
     };
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(targets.len() / OBJECTS_PER_THREAD);
+    let threads = crate::cores::cores().min(targets.len() / OBJECTS_PER_THREAD);
     if threads < 2 {
         for t in targets {
             each(one(t))?;

@@ -329,7 +329,7 @@ fn a_release_predicted_on_every_core_equals_one_object_at_a_time() {
     .unwrap();
     let mut c = Catalog::kubernetes(DEFAULT_KUBERNETES).unwrap();
     snap.extend_catalog(&mut c).unwrap();
-    let fetched = snap.fetched();
+    let fetched = snap.fetched().unwrap();
     let targets = resolve(docs(&manifests), &mut c, "default").unwrap();
     assert_eq!(targets.len(), 120);
     let opts = opts(Force::None);

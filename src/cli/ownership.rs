@@ -94,11 +94,15 @@ pub fn blame(args: BlameArgs) -> ExitCode {
         }
         catalog = c;
         let target_file = args.target.clone();
-        objects = snap
+        let read: Result<Vec<(ObjectRef, Value)>, _> = snap
             .objects()
-            .filter(|(_, d)| args.target == "-" || *d.origin.file == *target_file)
-            .map(|(r, d)| (r.clone(), d.object.clone()))
+            .filter(|(_, e)| args.target == "-" || *e.origin.file == *target_file)
+            .map(|(r, e)| Ok((r.clone(), e.value()?)))
             .collect();
+        objects = match read {
+            Ok(o) => o,
+            Err(e) => return print_errors(&[e]),
+        };
     } else {
         let Some((kind, name)) = args.target.split_once('/') else {
             return usage_error(&format!(

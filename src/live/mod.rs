@@ -31,18 +31,25 @@ impl ObjectRef {
     /// The reference of an object as stored (`apiVersion`, `kind`, `metadata.namespace`,
     /// `metadata.name`).
     pub fn of(v: &Value) -> ObjectRef {
-        let api_version = v.str_at(&["apiVersion"]).unwrap_or("");
+        let at = |keys: &[&str]| v.str_at(keys).unwrap_or("");
+        ObjectRef::new(
+            at(&["apiVersion"]),
+            at(&["kind"]),
+            at(&["metadata", "namespace"]),
+            at(&["metadata", "name"]),
+        )
+    }
+
+    /// The reference of an object named so (the group taken from `api_version`).
+    pub fn new(api_version: &str, kind: &str, namespace: &str, name: &str) -> ObjectRef {
         ObjectRef {
             group: api_version
                 .rsplit_once('/')
                 .map_or("", |(g, _)| g)
                 .to_string(),
-            kind: v.str_at(&["kind"]).unwrap_or("").to_string(),
-            namespace: v
-                .str_at(&["metadata", "namespace"])
-                .unwrap_or("")
-                .to_string(),
-            name: v.str_at(&["metadata", "name"]).unwrap_or("").to_string(),
+            kind: kind.to_string(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
         }
     }
 }

@@ -2,19 +2,66 @@
 //! them (single objects, `List`s, multi-document files, directories), plus optional OpenAPI
 //! documents (v3 as served at `/openapi/v3/<group-version>`, or a v2 `swagger.json`) and the
 //! CustomResourceDefinitions of custom resources (themselves objects of the snapshot).
+//!
+//! The objects of clean JSON files (`kubectl get -o json`) are kept as text, checked as a parse
+//! would check them, and parsed when first read: a check reads the few it applies to.
 
 use super::ObjectRef;
 use crate::catalog::Catalog;
-use crate::manifest::{self, Document, Input, Limits, ManifestError};
+use crate::manifest::{self, Document, Input, JsonObject, JsonText, Limits, ManifestError, Origin};
 use crate::schema::{crd, openapi_v2, openapi_v3};
 use crate::value::Value;
+use crate::value::json::JsonError;
 use std::collections::BTreeMap;
 use std::io::Read;
 
+/// An object of a snapshot: parsed, or kept as its JSON text until read.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub origin: Origin,
+    pub body: Body,
+}
+
+#[derive(Clone, Debug)]
+pub enum Body {
+    Parsed(Value),
+    Json(JsonText),
+}
+
+impl Entry {
+    /// The object (parsed from its text if kept as text; an error, located, only if the text
+    /// has changed under a check that accepted it).
+    pub fn value(&self) -> Result<Value, ManifestError> {
+        match &self.body {
+            Body::Parsed(v) => Ok(v.clone()),
+            Body::Json(t) => t.parse().map_err(|e| self.error(e)),
+        }
+    }
+
+    /// `e`, located at the object.
+    fn error(&self, e: JsonError) -> ManifestError {
+        ManifestError {
+            file: self.origin.file.clone(),
+            doc: Some(self.origin.doc),
+            line: Some(self.origin.line),
+            path: None,
+            message: e.to_string(),
+        }
+    }
+
+    /// The object, parsed if it was read as such.
+    pub fn parsed(&self) -> Option<&Value> {
+        match &self.body {
+            Body::Parsed(v) => Some(v),
+            Body::Json(_) => None,
+        }
+    }
+}
+
 /// Objects, schemas and CRDs read from files.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Snapshot {
-    objects: BTreeMap<ObjectRef, Document>,
+    objects: BTreeMap<ObjectRef, Entry>,
     /// OpenAPI documents, in the order read.
     openapi: Vec<Document>,
     source: String,
@@ -33,43 +80,93 @@ impl Snapshot {
         stdin: &mut dyn Read,
         limits: &Limits,
     ) -> Result<Snapshot, Vec<ManifestError>> {
-        let loaded = manifest::load_with(inputs, stdin, false, limits);
+        let out = manifest::Loaded::new(limits.clone())
+            .any_documents()
+            .keeping_json();
+        let loaded = manifest::load_into(inputs, stdin, out);
         let mut errors = loaded.errors;
         let mut snap = Snapshot {
             source: describe_inputs(inputs),
             ..Snapshot::default()
         };
-        for d in loaded.documents {
-            if is_openapi(&d.object) {
-                snap.openapi.push(d);
-                continue;
+        // In the order the inputs hold them (which one is "first" of two alike).
+        let mut json = loaded.json_objects.into_iter().peekable();
+        for (i, d) in loaded.documents.into_iter().enumerate() {
+            while let Some((_, o)) = json.next_if(|(at, _)| *at <= i) {
+                snap.add_json(o, &mut errors);
             }
-            let problems = manifest::identity_errors(&d);
-            if !problems.is_empty() {
-                errors.extend(problems);
-                continue;
-            }
-            let r = ObjectRef::of(&d.object);
-            if let Some(first) = snap.objects.get(&r) {
-                errors.push(ManifestError {
-                    file: d.origin.file.clone(),
-                    doc: Some(d.origin.doc),
-                    line: Some(d.origin.line),
-                    path: None,
-                    message: format!(
-                        "{r} appears twice in the snapshot (first at {})",
-                        first.origin
-                    ),
-                });
-                continue;
-            }
-            snap.objects.insert(r, d);
+            snap.add_document(d, &mut errors);
+        }
+        for (_, o) in json {
+            snap.add_json(o, &mut errors);
         }
         if errors.is_empty() {
             Ok(snap)
         } else {
             Err(errors)
         }
+    }
+
+    fn add_document(&mut self, d: Document, errors: &mut Vec<ManifestError>) {
+        if is_openapi(&d.object) {
+            self.openapi.push(d);
+            return;
+        }
+        let problems = manifest::identity_errors(&d);
+        if !problems.is_empty() {
+            errors.extend(problems);
+            return;
+        }
+        let entry = Entry {
+            origin: d.origin,
+            body: Body::Parsed(d.object),
+        };
+        self.add(
+            ObjectRef::of(entry.parsed().unwrap_or(&Value::Null)),
+            entry,
+            errors,
+        );
+    }
+
+    /// An object kept as text; a CRD is parsed now (the catalog needs it).
+    fn add_json(&mut self, o: JsonObject, errors: &mut Vec<ManifestError>) {
+        let r = ObjectRef::new(&o.api_version, &o.kind, &o.namespace, &o.name);
+        let body = if o.kind == "CustomResourceDefinition"
+            && o.api_version.starts_with("apiextensions.k8s.io/")
+        {
+            let entry = Entry {
+                origin: o.origin.clone(),
+                body: Body::Json(o.text.clone()),
+            };
+            match entry.value() {
+                Ok(v) => Body::Parsed(v),
+                Err(e) => return errors.push(e),
+            }
+        } else {
+            Body::Json(o.text)
+        };
+        let entry = Entry {
+            origin: o.origin,
+            body,
+        };
+        self.add(r, entry, errors);
+    }
+
+    fn add(&mut self, r: ObjectRef, entry: Entry, errors: &mut Vec<ManifestError>) {
+        if let Some(first) = self.objects.get(&r) {
+            errors.push(ManifestError {
+                file: entry.origin.file.clone(),
+                doc: Some(entry.origin.doc),
+                line: Some(entry.origin.line),
+                path: None,
+                message: format!(
+                    "{r} appears twice in the snapshot (first at {})",
+                    first.origin
+                ),
+            });
+            return;
+        }
+        self.objects.insert(r, entry);
     }
 
     /// Adds the snapshot's schemas and CRDs to a catalog.
@@ -92,9 +189,20 @@ impl Snapshot {
                 Err(e) => errors.push(located(d, e.to_string())),
             }
         }
-        for d in self.objects.values().filter(|d| crd::is_crd(&d.object)) {
-            if let Err(e) = catalog.add_crd(&d.object) {
-                errors.push(located(d, e.to_string()));
+        for (e, v) in self
+            .objects
+            .values()
+            .filter_map(|e| Some((e, e.parsed()?)))
+            .filter(|(_, v)| crd::is_crd(v))
+        {
+            if let Err(err) = catalog.add_crd(v) {
+                errors.push(ManifestError {
+                    file: e.origin.file.clone(),
+                    doc: Some(e.origin.doc),
+                    line: Some(e.origin.line),
+                    path: None,
+                    message: err.to_string(),
+                });
             }
         }
         if errors.is_empty() {
@@ -105,12 +213,12 @@ impl Snapshot {
     }
 
     /// Every object, in reference order.
-    pub fn objects(&self) -> impl Iterator<Item = (&ObjectRef, &Document)> {
+    pub fn objects(&self) -> impl Iterator<Item = (&ObjectRef, &Entry)> {
         self.objects.iter()
     }
 
     /// Every object, in reference order, taken out of the snapshot.
-    pub fn into_objects(self) -> impl Iterator<Item = (ObjectRef, Document)> {
+    pub fn into_objects(self) -> impl Iterator<Item = (ObjectRef, Entry)> {
         self.objects.into_iter()
     }
 
@@ -129,22 +237,22 @@ impl Snapshot {
         self.source.clone()
     }
 
-    /// Every object, as a prediction's input (copies; `LiveState` serves them shared).
-    pub fn fetched(&self) -> super::Fetched {
-        super::Fetched {
-            objects: self
-                .objects
-                .iter()
-                .map(|(r, d)| (r.clone(), std::sync::Arc::new(d.object.clone())))
-                .collect(),
+    /// Every object, parsed, as a prediction's input (copies; `LiveState` serves them shared).
+    pub fn fetched(&self) -> Result<super::Fetched, ManifestError> {
+        let mut objects = std::collections::HashMap::new();
+        for (r, e) in &self.objects {
+            objects.insert(r.clone(), std::sync::Arc::new(e.value()?));
+        }
+        Ok(super::Fetched {
+            objects,
             origins: self
                 .objects
                 .iter()
-                .map(|(r, d)| (r.clone(), d.origin.clone()))
+                .map(|(r, e)| (r.clone(), e.origin.clone()))
                 .collect(),
             source: self.source.clone(),
             prepared: None,
-        }
+        })
     }
 }
 
@@ -175,4 +283,103 @@ pub fn describe_inputs(inputs: &[Input]) -> String {
         })
         .collect();
     format!("snapshot {}", names.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::state::{LiveState, SnapshotState};
+
+    fn config_map(ns: &str, name: &str, data: &str) -> String {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"{ns}","managedFields":[{{"manager":"m","operation":"Apply","fieldsType":"FieldsV1","fieldsV1":{{"f:data":{{"f:k":{{}}}}}}}}]}},"data":{{"k":"{data}"}}}}"#
+        )
+    }
+
+    fn dir(tag: &str, files: &[(&str, String)]) -> std::path::PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("fieldguard-snapshot-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        for (name, text) in files {
+            std::fs::write(d.join(name), text).unwrap();
+        }
+        d
+    }
+
+    /// Objects kept as text read as they were written, one by one and many at once (on every
+    /// core), each once; YAML files are parsed as before.
+    #[tokio::test]
+    async fn objects_kept_as_text_read_as_written() {
+        let items: Vec<String> = (0..100)
+            .map(|i| config_map("a", &format!("cm{i}"), &format!("v{i}")))
+            .collect();
+        let list = format!(
+            "{{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[\n{}\n]}}",
+            items.join(",\n")
+        );
+        let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: yy\n  namespace: b\ndata:\n  k: yv\n";
+        let d = dir("kept", &[("a.json", list), ("b.yaml", yaml.to_string())]);
+        let snap = Snapshot::load(&[Input::Path(d.clone())], &mut std::io::empty()).unwrap();
+        let kept = snap
+            .objects()
+            .filter(|(_, e)| matches!(e.body, Body::Json(_)))
+            .count();
+        assert_eq!((snap.len(), kept), (101, 100));
+        let catalog = Catalog::kubernetes(crate::catalog::DEFAULT_KUBERNETES).unwrap();
+        let state = SnapshotState::new(snap, catalog);
+        let mut refs: Vec<(ObjectRef, String)> = (0..100)
+            .map(|i| {
+                (
+                    ObjectRef::new("v1", "ConfigMap", "a", &format!("cm{i}")),
+                    "v1".into(),
+                )
+            })
+            .collect();
+        refs.push((ObjectRef::new("v1", "ConfigMap", "b", "yy"), "v1".into()));
+        refs.push((ObjectRef::new("v1", "ConfigMap", "a", "none"), "v1".into()));
+        let got = state.fetch_fresh(&refs).await.unwrap();
+        assert_eq!(got.len(), 102);
+        for (i, g) in got.iter().take(100).enumerate() {
+            let g = g.as_ref().unwrap();
+            assert_eq!(g.str_at(&["data", "k"]), Some(format!("v{i}").as_str()));
+            let again = state.get(&refs[i].0).await.unwrap().unwrap();
+            assert!(
+                std::sync::Arc::ptr_eq(g, &again),
+                "parsed once, then shared"
+            );
+        }
+        assert_eq!(
+            got[100].as_ref().unwrap().str_at(&["data", "k"]),
+            Some("yv")
+        );
+        assert!(got[101].is_none());
+        // Origins: the file, the item, the item's own line.
+        let o = state.origin(&refs[7].0).unwrap();
+        assert_eq!((o.item, o.line), (Some(7), 9));
+        assert_eq!(state.list(Some("b")).await.unwrap().len(), 1);
+        assert_eq!(state.managed_by("m").await.unwrap().len(), 100);
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    /// An object twice is located at its second place, naming the first, in the order the
+    /// files are read whichever way each is read.
+    #[test]
+    fn a_repeated_object_names_the_first_in_file_order() {
+        let cm = config_map("a", "x", "1");
+        let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  namespace: a\n";
+        for (first, second) in [
+            (("1.yaml", yaml.to_string()), ("2.json", cm.clone())),
+            (("1.json", cm.clone()), ("2.yaml", yaml.to_string())),
+        ] {
+            let d = dir(first.0, &[first.clone(), second.clone()]);
+            let errors = Snapshot::load(&[Input::Path(d.clone())], &mut std::io::empty())
+                .err()
+                .unwrap();
+            assert_eq!(errors.len(), 1);
+            assert!(errors[0].file.ends_with(&second.0), "{}", errors[0]);
+            assert!(errors[0].message.contains(first.0), "{}", errors[0]);
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
 }

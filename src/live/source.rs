@@ -39,10 +39,17 @@ pub async fn open(opts: &SourceOptions, stdin: &mut dyn Read) -> Result<Opened, 
             is_snapshot: false,
         });
     }
-    let mut catalog = Catalog::kubernetes(&opts.kubernetes_version)
+    // The built-in schemas are built on another thread while the files are read: reading is
+    // mostly waiting on the kernel, one file after another.
+    let (catalog, snap) = std::thread::scope(|scope| {
+        let catalog = scope.spawn(|| Catalog::kubernetes(&opts.kubernetes_version));
+        let snap = Snapshot::load_within(&opts.snapshot, stdin, &opts.limits);
+        (catalog.join(), snap)
+    });
+    let mut catalog = catalog
+        .map_err(|_| LiveError::Internal("building the built-in schemas failed".into()))?
         .map_err(|e| LiveError::Options(format!("--kubernetes-version: {e}")))?;
-    let snap =
-        Snapshot::load_within(&opts.snapshot, stdin, &opts.limits).map_err(LiveError::Invalid)?;
+    let snap = snap.map_err(LiveError::Invalid)?;
     snap.extend_catalog(&mut catalog)
         .map_err(LiveError::Invalid)?;
     Ok(Opened {

@@ -4,7 +4,7 @@
 //! stand on it alike; neither knows which source it has.
 
 use super::api::{Api, ClusterError};
-use super::snapshot::Snapshot;
+use super::snapshot::{Body, Entry, Snapshot};
 use super::{Fetched, ObjectRef};
 use crate::catalog::Catalog;
 use crate::manifest::{ManifestError, Origin};
@@ -159,13 +159,16 @@ pub async fn fetch(
     Ok(live)
 }
 
+/// Reads of at least this many objects parse them on every core.
+const PARALLEL_READS: usize = 64;
+
 /// A snapshot, served as it is.
 pub struct SnapshotState {
     source: String,
     catalog: Catalog,
     /// The snapshot's objects and where each was read, in reference order (shared with the
     /// blocking pool, where lists are made).
-    objects: Arc<Vec<(ObjectRef, Stored, Origin)>>,
+    objects: Arc<Vec<(ObjectRef, Lazy, Origin)>>,
     /// Prepared objects kept between predictions (a served snapshot's).
     prepared: Option<Arc<super::prepared::PreparedCache>>,
 }
@@ -183,7 +186,7 @@ impl SnapshotState {
         let objects = Arc::new(
             snapshot
                 .into_objects()
-                .map(|(r, d)| (r, Arc::new(d.object), d.origin))
+                .map(|(r, e)| (r, Lazy::new(e.body, &e.origin), e.origin))
                 .collect(),
         );
         SnapshotState {
@@ -198,9 +201,67 @@ impl SnapshotState {
         self.objects.binary_search_by(|(k, _, _)| k.cmp(r)).ok()
     }
 
-    /// Every object and where it was read.
-    pub fn objects(&self) -> impl Iterator<Item = (&ObjectRef, &Stored, &Origin)> {
-        self.objects.iter().map(|(r, v, o)| (r, v, o))
+    /// The object at `i`, parsed on first read.
+    fn at(&self, i: usize) -> Result<Stored, LiveError> {
+        let (r, lazy, _) = &self.objects[i];
+        lazy.get(r)
+    }
+
+    /// The objects whose reference passes `keep` and whose object passes `then`, parsed, on
+    /// the blocking pool.
+    async fn select(
+        &self,
+        keep: impl Fn(&ObjectRef) -> bool + Send + 'static,
+        then: impl Fn(&Value) -> bool + Send + 'static,
+    ) -> Result<Vec<(ObjectRef, Stored)>, LiveError> {
+        let objects = self.objects.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut out = Vec::new();
+            for (r, lazy, _) in objects.iter().filter(|(r, _, _)| keep(r)) {
+                let v = lazy.get(r)?;
+                if then(&v) {
+                    out.push((r.clone(), v));
+                }
+            }
+            Ok(out)
+        })
+        .await
+        .map_err(|e| LiveError::Internal(format!("listing the snapshot failed: {e}")))?
+    }
+}
+
+/// A snapshot's object, kept as text until first read.
+struct Lazy {
+    entry: Option<Entry>,
+    value: std::sync::OnceLock<Stored>,
+}
+
+impl Lazy {
+    fn new(body: Body, origin: &Origin) -> Lazy {
+        let value = std::sync::OnceLock::new();
+        let entry = match body {
+            Body::Parsed(v) => {
+                let _ = value.set(Arc::new(v));
+                None
+            }
+            body @ Body::Json(_) => Some(Entry {
+                origin: origin.clone(),
+                body,
+            }),
+        };
+        Lazy { entry, value }
+    }
+
+    fn get(&self, r: &ObjectRef) -> Result<Stored, LiveError> {
+        if let Some(v) = self.value.get() {
+            return Ok(v.clone());
+        }
+        let Some(entry) = &self.entry else {
+            return Err(LiveError::Internal(format!("{r}: no object kept")));
+        };
+        // Two readers at once both parse; the first stored is kept.
+        let v = entry.value().map_err(|e| LiveError::Invalid(vec![e]))?;
+        Ok(self.value.get_or_init(|| Arc::new(v)).clone())
     }
 }
 
@@ -213,7 +274,7 @@ impl LiveState for SnapshotState {
         Ok(self.catalog.clone())
     }
     async fn get(&self, r: &ObjectRef) -> Result<Option<Stored>, LiveError> {
-        Ok(self.index(r).map(|i| self.objects[i].1.clone()))
+        self.index(r).map(|i| self.at(i)).transpose()
     }
     fn prepared(&self) -> Option<Arc<super::prepared::PreparedCache>> {
         self.prepared.clone()
@@ -222,40 +283,57 @@ impl LiveState for SnapshotState {
         &self,
         refs: &[(ObjectRef, String)],
     ) -> Result<Vec<Option<Stored>>, LiveError> {
-        Ok(refs
-            .iter()
-            .map(|(r, _)| self.index(r).map(|i| self.objects[i].1.clone()))
-            .collect())
+        let found: Vec<Option<usize>> = refs.iter().map(|(r, _)| self.index(r)).collect();
+        if refs.len() < PARALLEL_READS || crate::cores::cores() < 2 {
+            return found
+                .iter()
+                .map(|i| i.map(|i| self.at(i)).transpose())
+                .collect();
+        }
+        // Many objects (a check of a whole release): parsed on every core, off the runtime.
+        let objects = self.objects.clone();
+        tokio::task::spawn_blocking(move || {
+            let per = found.len().div_ceil(crate::cores::cores());
+            std::thread::scope(|scope| {
+                let runs: Vec<_> = found
+                    .chunks(per)
+                    .map(|run| {
+                        let objects = &objects;
+                        scope.spawn(move || {
+                            run.iter()
+                                .map(|i| i.map(|i| objects[i].1.get(&objects[i].0)).transpose())
+                                .collect::<Result<Vec<_>, _>>()
+                        })
+                    })
+                    .collect();
+                let mut out = Vec::with_capacity(found.len());
+                for run in runs {
+                    let part = run.join().map_err(|_| {
+                        LiveError::Internal("reading the snapshot's objects failed".into())
+                    })?;
+                    out.extend(part?);
+                }
+                Ok(out)
+            })
+        })
+        .await
+        .map_err(|e| LiveError::Internal(format!("reading the snapshot failed: {e}")))?
     }
     async fn list(&self, namespace: Option<&str>) -> Result<Vec<(ObjectRef, Stored)>, LiveError> {
         // As a cluster lists them: a namespace narrows namespaced objects; cluster-scoped ones
-        // (CRDs, namespaces) stay. Copying every reference is work for the blocking pool.
-        let (objects, namespace) = (self.objects.clone(), namespace.map(str::to_string));
-        tokio::task::spawn_blocking(move || {
-            objects
-                .iter()
-                .filter(|(r, _, _)| {
-                    namespace
-                        .as_deref()
-                        .is_none_or(|n| r.namespace.is_empty() || r.namespace == n)
-                })
-                .map(|(r, v, _)| (r.clone(), v.clone()))
-                .collect()
-        })
-        .await
-        .map_err(|e| LiveError::Internal(format!("listing the snapshot failed: {e}")))
+        // (CRDs, namespaces) stay. Parsing and copying is work for the blocking pool.
+        let namespace = namespace.map(str::to_string);
+        let keep = move |r: &ObjectRef| {
+            namespace
+                .as_deref()
+                .is_none_or(|n| r.namespace.is_empty() || r.namespace == n)
+        };
+        self.select(keep, |_| true).await
     }
     async fn managed_by(&self, manager: &str) -> Result<Vec<(ObjectRef, Stored)>, LiveError> {
-        let (objects, manager) = (self.objects.clone(), manager.to_string());
-        tokio::task::spawn_blocking(move || {
-            objects
-                .iter()
-                .filter(|(_, v, _)| managed_by(v, &manager))
-                .map(|(r, v, _)| (r.clone(), v.clone()))
-                .collect()
-        })
-        .await
-        .map_err(|e| LiveError::Internal(format!("listing the snapshot failed: {e}")))
+        let manager = manager.to_string();
+        self.select(|_| true, move |v| managed_by(v, &manager))
+            .await
     }
     async fn find(
         &self,
@@ -264,8 +342,7 @@ impl LiveState for SnapshotState {
         name: &str,
     ) -> Result<Vec<(ObjectRef, Stored)>, LiveError> {
         // A snapshot has no discovery: a kind none of its objects has finds nothing.
-        Ok(self
-            .objects
+        self.objects
             .iter()
             .filter(|(r, _, _)| {
                 super::resolve::names(
@@ -283,8 +360,8 @@ impl LiveState for SnapshotState {
                 r.name == name
                     && (namespace.is_empty() || r.namespace.is_empty() || r.namespace == namespace)
             })
-            .map(|(r, v, _)| (r.clone(), v.clone()))
-            .collect())
+            .map(|(r, lazy, _)| Ok((r.clone(), lazy.get(r)?)))
+            .collect()
     }
     fn origin(&self, r: &ObjectRef) -> Option<Origin> {
         self.index(r).map(|i| self.objects[i].2.clone())

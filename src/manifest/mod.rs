@@ -13,10 +13,12 @@ mod lines;
 mod parallel;
 mod read;
 mod split;
+mod unparsed;
 
 pub use limits::Limits;
 pub use lines::{line_of, line_of_printed};
 pub use read::read_files;
+pub use unparsed::{JsonObject, JsonText};
 
 use crate::deadline::Deadline;
 use crate::value::yaml::{Lines, YamlOptions, parse_documents};
@@ -150,8 +152,12 @@ impl fmt::Display for ManifestError {
 #[derive(Debug, Default)]
 pub struct Loaded {
     pub documents: Vec<Document>,
+    /// JSON objects kept as text ([`Loaded::keeping_json`]), each with the number of
+    /// `documents` read before it (the order the inputs hold them in).
+    pub json_objects: Vec<(usize, JsonObject)>,
     pub errors: Vec<ManifestError>,
     check_identity: bool,
+    keep_json: bool,
     /// What the input may hold.
     pub limits: Limits,
     /// When to give up reading.
@@ -178,6 +184,21 @@ impl Loaded {
     /// The same, stopping at `deadline`.
     pub fn until(mut self, deadline: Deadline) -> Loaded {
         self.deadline = deadline;
+        self
+    }
+
+    /// The same, with objects that need no identity (apiVersion, kind, metadata.name): the
+    /// caller sorts them (a snapshot's schema documents have none).
+    pub fn any_documents(mut self) -> Loaded {
+        self.check_identity = false;
+        self
+    }
+
+    /// The same, keeping the objects of clean JSON files as text (`json_objects`), parsed when
+    /// read: for a reader of few of many objects (a snapshot). A file with any problem, and
+    /// YAML, is parsed as usual.
+    pub fn keeping_json(mut self) -> Loaded {
+        self.keep_json = true;
         self
     }
 
@@ -353,6 +374,9 @@ fn json_lines(text: &str, first: u32, out: &Loaded) -> Option<Lines> {
 
 /// A JSON file: one document, or a `List` too large to be one, read item by item.
 fn parse_json(name: &Arc<str>, text: &str, out: &mut Loaded) {
+    if out.keep_json && unparsed::take(name, text, out) {
+        return;
+    }
     if !out.count(name, 1) {
         return;
     }

@@ -16,11 +16,10 @@ pub(super) fn parse_chunks(
     opts: &YamlOptions,
     document_bytes: u64,
 ) -> Vec<Option<Result<Vec<YamlDoc>, YamlError>>> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if threads < 2 || chunks.len() < PARALLEL_CHUNKS {
+    if chunks.len() < PARALLEL_CHUNKS || crate::cores::cores() < 2 {
         return Vec::new();
     }
-    let per = chunks.len().div_ceil(threads);
+    let per = chunks.len().div_ceil(crate::cores::cores());
     std::thread::scope(|scope| {
         let handles: Vec<_> = chunks
             .chunks(per)
@@ -54,9 +53,7 @@ pub(super) fn parse_chunks(
 /// parses the files again in order, so errors, limits and where reading stopped are exactly
 /// those of one pass.
 pub(super) fn parse_files(files: &[FileBytes], out: &Loaded) -> Option<Loaded> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(files.len());
+    let threads = crate::cores::cores().min(files.len());
     let total: u64 = files.iter().map(|(_, b)| b.len() as u64).sum();
     if threads < 2 || total > out.limits.total_bytes || out.deadline.expired() {
         return None;
@@ -79,6 +76,7 @@ pub(super) fn parse_files(files: &[FileBytes], out: &Loaded) -> Option<Loaded> {
                 scope.spawn(|| {
                     let mut part = Loaded::new(out.limits.clone()).until(out.deadline.clone());
                     part.check_identity = out.check_identity;
+                    part.keep_json = out.keep_json;
                     for (name, b) in *run {
                         parse_into(name, b, &mut part);
                     }
@@ -97,11 +95,15 @@ pub(super) fn parse_files(files: &[FileBytes], out: &Loaded) -> Option<Loaded> {
     }
     let mut joined = Loaded::new(out.limits.clone()).until(out.deadline.clone());
     joined.check_identity = out.check_identity;
+    joined.keep_json = out.keep_json;
     joined.counted = counted;
     joined.bytes = parsed.iter().map(|p| p.bytes).sum();
     joined.documents = Vec::with_capacity(parsed.iter().map(|p| p.documents.len()).sum());
     for p in parsed {
+        let before = joined.documents.len();
         joined.documents.extend(p.documents);
+        let json = p.json_objects.into_iter().map(|(i, o)| (before + i, o));
+        joined.json_objects.extend(json);
     }
     Some(joined)
 }

@@ -60,10 +60,11 @@ impl Reader<'_> {
         format!("{what}{}", over(limit, value))
     }
 
-    /// Reads `r` up to the allowance; a refusal when there is more.
-    fn read_capped(&mut self, name: Arc<str>, r: &mut dyn Read) {
+    /// Reads `r` up to the allowance; a refusal when there is more. `size`: what the file
+    /// system says it holds (read in one call when it is right).
+    fn read_capped(&mut self, name: Arc<str>, r: &mut dyn Read, size: u64) {
         let (cap, limit) = self.allowance();
-        let mut bytes = Vec::new();
+        let mut bytes = Vec::with_capacity(size.min(cap) as usize + 1);
         match r.take(cap + 1).read_to_end(&mut bytes) {
             Ok(n) if n as u64 > cap => {
                 let msg = self.refuse(limit);
@@ -149,7 +150,8 @@ impl Reader<'_> {
                 }
             }
         }
-        self.read_capped(name, &mut file);
+        let size = if ft.is_file() { meta.len() } else { 0 };
+        self.read_capped(name, &mut file, size);
     }
 }
 
@@ -182,7 +184,7 @@ pub fn read_files(
     };
     for input in inputs {
         match input {
-            Input::Stdin => r.read_capped(Arc::from("<stdin>"), stdin),
+            Input::Stdin => r.read_capped(Arc::from("<stdin>"), stdin, 0),
             Input::Path(p) => r.walk(p, true),
         }
     }

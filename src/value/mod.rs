@@ -6,6 +6,7 @@
 mod compare;
 pub mod gofmt;
 pub mod json;
+pub mod skim;
 pub mod yaml;
 
 pub use compare::{compare, equals};

@@ -88,8 +88,10 @@ pub fn example_cluster() -> FakeApiServer {
     let mut st = State::new(example_resources());
     let mut crd = None;
     for (_, d) in snap.objects() {
-        let text =
-            fieldguard::value::json::to_string(&d.object, fieldguard::value::json::Style::PLAIN);
+        let text = fieldguard::value::json::to_string(
+            &d.value().unwrap(),
+            fieldguard::value::json::Style::PLAIN,
+        );
         let v: Value = serde_json::from_str(&text).unwrap();
         if v["kind"] == "CustomResourceDefinition" {
             crd = Some(v.clone());
@@ -115,7 +117,10 @@ pub fn empty_example_cluster_with(extra: Vec<Resource>) -> FakeApiServer {
     .unwrap();
     let mut st = State::new(example_resources().into_iter().chain(extra).collect());
     let (_, d) = snap.objects().next().unwrap();
-    let text = fieldguard::value::json::to_string(&d.object, fieldguard::value::json::Style::PLAIN);
+    let text = fieldguard::value::json::to_string(
+        &d.value().unwrap(),
+        fieldguard::value::json::Style::PLAIN,
+    );
     let crd: Value = serde_json::from_str(&text).unwrap();
     st.seed(crd.clone());
     add_example_schemas(&mut st, &crd);

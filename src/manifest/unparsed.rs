@@ -1,0 +1,296 @@
+//! JSON objects kept as their text. A snapshot holds many objects and a check reads few, so a
+//! JSON file whose every object is clean — accepted by a strict parse, named, not a schema —
+//! is skimmed ([`crate::value::skim`]) and its objects kept as text, each parsed when it is
+//! first read. Any other file is parsed as usual, which locates every problem.
+
+use super::{Loaded, Origin};
+use crate::value::Value;
+use crate::value::json::{self, JsonError};
+use crate::value::skim::{self, Found, Items, Skim};
+use std::ops::Range;
+use std::sync::Arc;
+
+/// An object's JSON text: a range of its file's.
+#[derive(Clone, Debug)]
+pub struct JsonText {
+    file: Arc<str>,
+    range: Range<usize>,
+}
+
+impl JsonText {
+    pub fn as_str(&self) -> &str {
+        &self.file[self.range.clone()]
+    }
+
+    /// The object, as [`json::parse_strict`] reads it (a skim found that it accepts it).
+    pub fn parse(&self) -> Result<Value, JsonError> {
+        json::parse_strict(self.as_str().as_bytes())
+    }
+}
+
+/// An object of a JSON file, kept as text, with what names it.
+#[derive(Clone, Debug)]
+pub struct JsonObject {
+    pub origin: Origin,
+    pub text: JsonText,
+    pub api_version: String,
+    pub kind: String,
+    /// Empty when none is set.
+    pub namespace: String,
+    pub name: String,
+}
+
+/// Takes a JSON file's objects as text into `out` when every one is clean, counted as a parse
+/// counts them; false, with nothing taken or counted, otherwise: the caller parses the file.
+pub(super) fn take(name: &Arc<str>, text: &str, out: &mut Loaded) -> bool {
+    let Some(mut top) = skim::top(text) else {
+        return false;
+    };
+    if !top.object {
+        return false;
+    }
+    let items = top.items.take();
+    let items_set = !matches!(items, None | Some(Items::Other { null: true }));
+    let kind = top.kind.as_str().unwrap_or("");
+    let is_list = kind == "List" || (kind.ends_with("List") && items_set);
+    let large = text.len() as u64 > out.limits.document_bytes;
+    let found: Vec<(&str, Skim)> = if is_list {
+        // As a parse reads a list: each item an object; a list too large to be one document
+        // is read item by item, each within the document limit.
+        let Some(Items::List(items)) = items else {
+            return false;
+        };
+        if large
+            && items
+                .iter()
+                .any(|(i, _)| i.len() as u64 > out.limits.document_bytes)
+        {
+            return false;
+        }
+        items
+    } else {
+        if large {
+            return false;
+        }
+        vec![(text, top)]
+    };
+    if !found.iter().all(|(_, s)| clean(s)) {
+        return false;
+    }
+    let counted = match (is_list, large) {
+        (false, _) => 1,
+        (true, false) => found.len().max(1),
+        (true, true) => 1 + found.len(),
+    };
+    if out.counted + counted > out.limits.documents {
+        return false;
+    }
+    out.counted += counted;
+    let file: Arc<str> = Arc::from(text);
+    let (base, bytes) = (text.as_ptr() as usize, text.as_bytes());
+    let (mut seen, mut line) = (0usize, 1u32);
+    for (i, (t, s)) in found.into_iter().enumerate() {
+        let start = t.as_ptr() as usize - base;
+        line += memchr::memchr_iter(b'\n', &bytes[seen..start]).count() as u32;
+        seen = start;
+        let string = |f: Found| match f {
+            Found::Str(s) => s,
+            _ => String::new(),
+        };
+        let object = JsonObject {
+            origin: Origin {
+                file: name.clone(),
+                doc: 1,
+                item: is_list.then_some(i),
+                line,
+            },
+            text: JsonText {
+                file: file.clone(),
+                range: start..start + t.len(),
+            },
+            api_version: string(s.api_version),
+            kind: string(s.kind),
+            namespace: string(s.namespace),
+            name: string(s.name),
+        };
+        out.json_objects.push((out.documents.len(), object));
+    }
+    true
+}
+
+/// An object a parse would take as it is: named by non-empty strings (a namespace, when set,
+/// a string), not a schema document.
+fn clean(s: &Skim) -> bool {
+    s.object
+        && !s.schema_keys
+        && s.api_version.non_empty().is_some()
+        && s.kind.non_empty().is_some()
+        && s.name.non_empty().is_some()
+        && matches!(s.namespace, Found::Missing | Found::Str(_))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Limits, parse_into};
+    use super::*;
+    use crate::value::skim::example;
+
+    fn load(text: &str, limits: &Limits, keep: bool) -> Loaded {
+        let mut out = Loaded::new(limits.clone()).any_documents();
+        if keep {
+            out = out.keeping_json();
+        }
+        parse_into(&Arc::from("s.json"), text.as_bytes(), &mut out);
+        out
+    }
+
+    /// Each object's place (document, item) and value, in order.
+    fn objects(l: &Loaded) -> Vec<((usize, Option<usize>), Value)> {
+        let parsed = l
+            .documents
+            .iter()
+            .map(|d| ((d.origin.doc, d.origin.item), d.object.clone()));
+        let kept = l
+            .json_objects
+            .iter()
+            .map(|(_, o)| ((o.origin.doc, o.origin.item), o.text.parse().unwrap()));
+        parsed.chain(kept).collect()
+    }
+
+    /// Kept as text or parsed, a file gives the same objects, errors and count; clean files
+    /// are kept as text, with their identity, and the rest parsed.
+    #[test]
+    fn kept_as_text_exactly_when_a_parse_takes_the_file_as_it_is() {
+        let list = example();
+        let snapshot = Limits::SNAPSHOT;
+        let small_documents = Limits {
+            document_bytes: list.len() as u64 - 1,
+            ..Limits::SNAPSHOT
+        };
+        let one = {
+            let v = json::parse_strict(list.as_bytes()).unwrap();
+            let item = v.get_path(&["items"]).unwrap().as_list().unwrap()[1].clone();
+            json::to_string(&item, json::Style::PLAIN)
+        };
+        let cases: Vec<(&str, String, &Limits, bool)> = vec![
+            ("a List", list.clone(), &snapshot, true),
+            (
+                "a List over the document size",
+                list.clone(),
+                &small_documents,
+                true,
+            ),
+            ("one object", one.clone(), &snapshot, true),
+            (
+                "an object over the document size",
+                one.clone(),
+                &Limits {
+                    document_bytes: 10,
+                    ..Limits::SNAPSHOT
+                },
+                false,
+            ),
+            (
+                "an object with items",
+                one.replacen('{', r#"{"items":[1,{"a":[]}],"#, 1),
+                &snapshot,
+                true,
+            ),
+            (
+                "a repeated key deep inside",
+                list.replacen("\"uid\":", "\"uid\":1,\"uid\":", 1),
+                &snapshot,
+                false,
+            ),
+            (
+                "an item without a name",
+                list.replacen("\"name\":\"shop\"", "\"nome\":\"shop\"", 1),
+                &snapshot,
+                false,
+            ),
+            (
+                "an item's name a number",
+                list.replacen("\"name\":\"shop\"", "\"name\":7", 1),
+                &snapshot,
+                false,
+            ),
+            (
+                "a namespace not a string",
+                one.replacen("\"namespace\":\"shop\"", "\"namespace\":{}", 1),
+                &snapshot,
+                false,
+            ),
+            (
+                "an item not an object",
+                list.replacen("\"items\":[", "\"items\":[3,", 1),
+                &snapshot,
+                false,
+            ),
+            (
+                "items not a list",
+                r#"{"kind":"List","apiVersion":"v1","items":{"a":1}}"#.into(),
+                &snapshot,
+                false,
+            ),
+            (
+                "no items",
+                r#"{"kind":"List","apiVersion":"v1","items":null}"#.into(),
+                &snapshot,
+                false,
+            ),
+            (
+                "a schema",
+                r#"{"openapi":"3.0.0","apiVersion":"v1","kind":"X","metadata":{"name":"x"}}"#
+                    .into(),
+                &snapshot,
+                false,
+            ),
+            (
+                "broken text",
+                list[..list.len() - 3].to_string(),
+                &snapshot,
+                false,
+            ),
+            (
+                "too many documents",
+                list.clone(),
+                &Limits {
+                    documents: 3,
+                    ..Limits::SNAPSHOT
+                },
+                false,
+            ),
+        ];
+        for (what, text, limits, kept) in cases {
+            let (lazy, eager) = (load(&text, limits, true), load(&text, limits, false));
+            assert!(eager.json_objects.is_empty(), "{what}");
+            assert_eq!(
+                !lazy.json_objects.is_empty(),
+                kept,
+                "{what}: {:?}",
+                lazy.errors
+            );
+            assert!(!kept || lazy.documents.is_empty(), "{what}");
+            assert_eq!(lazy.errors, eager.errors, "{what}");
+            assert_eq!(lazy.counted, eager.counted, "{what}");
+            let (a, b) = (objects(&lazy), objects(&eager));
+            assert_eq!(a.len(), b.len(), "{what}");
+            for ((pa, va), (pb, vb)) in a.iter().zip(&b) {
+                assert_eq!(pa, pb, "{what}");
+                assert!(crate::value::equals(va, vb), "{what}");
+            }
+            for (_, o) in &lazy.json_objects {
+                let v = o.text.parse().unwrap();
+                let at = |k: &[&str]| v.str_at(k).unwrap_or("").to_string();
+                assert_eq!(o.api_version, at(&["apiVersion"]), "{what}");
+                assert_eq!(o.kind, at(&["kind"]), "{what}");
+                assert_eq!(o.name, at(&["metadata", "name"]), "{what}");
+                assert_eq!(o.namespace, at(&["metadata", "namespace"]), "{what}");
+                let line = 1 + text[..text.find(o.text.as_str()).unwrap()]
+                    .matches('\n')
+                    .count();
+                assert_eq!(o.origin.line as usize, line, "{what}");
+            }
+        }
+    }
+}
