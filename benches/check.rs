@@ -90,6 +90,7 @@ fn main() {
         ms(*wall.iter().min().unwrap()),
         ms(*wall.iter().max().unwrap())
     );
+    scan(&snap);
     scaling(&dir, &snap);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -162,6 +163,39 @@ fn stages(release: &std::path::Path, snapshot: &SnapshotState, mut catalog: Cata
         report,
         text,
     }
+}
+
+/// Reading the snapshot's JSON, in the same run: the skim a snapshot is loaded with, the strict
+/// parse into values it replaces, and serde_json's scan into `RawValue` (no checks beyond the
+/// grammar) as the floor.
+fn scan(snap: &std::path::Path) {
+    let texts: Vec<String> = std::fs::read_dir(snap)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    let bytes: usize = texts.iter().map(String::len).sum();
+    let rate = |f: &dyn Fn(&str)| {
+        let runs: Vec<Duration> = (0..5)
+            .map(|_| {
+                let t = Instant::now();
+                texts.iter().for_each(|x| f(x));
+                t.elapsed()
+            })
+            .collect();
+        bytes as f64 / median(runs).as_secs_f64() / 1e6
+    };
+    let skim = rate(&|x| assert!(fieldguard::value::skim::top(x).is_some()));
+    let parse = rate(&|x| assert!(fieldguard::value::json::parse_strict(x.as_bytes()).is_ok()));
+    let raw = rate(&|x| {
+        assert!(serde_json::from_str::<&serde_json::value::RawValue>(x).is_ok());
+    });
+    println!(
+        "  snapshot JSON ({} MB, one thread, medians of 5): skim {skim:.0} MB/s, strict parse into values {parse:.0} MB/s ({:.1}×), serde_json RawValue scan {raw:.0} MB/s",
+        bytes / 1_000_000,
+        skim / parse
+    );
 }
 
 /// The same command at 1, 100, 1,000 and 10,000 manifests against the same snapshot: the

@@ -117,15 +117,12 @@ impl Snapshot {
             errors.extend(problems);
             return;
         }
+        let r = ObjectRef::of(&d.object);
         let entry = Entry {
             origin: d.origin,
             body: Body::Parsed(d.object),
         };
-        self.add(
-            ObjectRef::of(entry.parsed().unwrap_or(&Value::Null)),
-            entry,
-            errors,
-        );
+        self.add(r, entry, errors);
     }
 
     /// An object kept as text; a CRD is parsed now (the catalog needs it).
