@@ -15,6 +15,9 @@ export FIELDGUARD_REQUIRE_REALAPI=1
 export FIELDGUARD_SHARED=${FIELDGUARD_SHARED:-$PWD/../shared}
 cargo fmt --all -- --check
 cargo clippy --all-targets --all-features --release -- -D warnings
+# No backtraces: a failing test's panic message (file, line, what differed) is then the last
+# thing it prints, where a CI log's tail shows it, instead of dozens of runtime frames.
+export RUST_BACKTRACE=0
 # Profile `checked`: optimized, with the engine's debug-only cross-checks and overflow checks
 # on; `generator`: the random cases of the differential tests.
 cargo test --profile checked --features generator,fault-injection -- --show-output 2>&1 | grep -v '^---- .* stdout ----$' | grep -v '^successes:$'

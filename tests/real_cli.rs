@@ -133,9 +133,13 @@ async fn export(api: &fieldguard::live::api::Api, dir: &Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_and_exported_snapshot_give_the_same_reports() {
+    // Each step's time since the start, in the output a failure shows.
+    let t0 = std::time::Instant::now();
+    let step = |what: &str| eprintln!("real_cli: {what} at {:.1?}", t0.elapsed());
     let Some(server) = support::realapi::shared_server() else {
         return;
     };
+    step("the real apiserver is up");
     let api = server.api().await;
     install_crd(
         &api,
@@ -145,9 +149,12 @@ async fn cluster_and_exported_snapshot_give_the_same_reports() {
         .unwrap(),
     )
     .await;
+    step("the CRD is established and published");
     populate(&api).await;
+    step("the widgets are written");
     let dir = tempdir("snapshot");
     export(&api, &dir).await;
+    step("the snapshot is exported");
     // The release: conflicts (the hand edit, the autoscaler), removals (b drops its labels
     // and containers), a creation.
     let manifests = tempdir("release");
@@ -178,7 +185,8 @@ async fn cluster_and_exported_snapshot_give_the_same_reports() {
         assert_eq!(
             c.status.code(),
             s.status.code(),
-            "{}",
+            "cluster: {}\nother: {}",
+            String::from_utf8_lossy(&c.stderr),
             String::from_utf8_lossy(&s.stderr)
         );
         assert_eq!(
@@ -221,7 +229,9 @@ async fn cluster_and_exported_snapshot_give_the_same_reports() {
 
     // `serve` watching the same server: `check --server` answers as `check` against the
     // cluster does, conflicts, removals and creations alike.
+    step("cluster and snapshot agree");
     let served = support::process::Served::start(&cluster, false);
+    step("serve is ready");
     for force in [&[][..], &["--force-conflicts"][..]] {
         let mut args = vec!["check", "-n", NS, "--field-manager", "helm", "-o", "json"];
         args.extend_from_slice(force);
@@ -231,7 +241,8 @@ async fn cluster_and_exported_snapshot_give_the_same_reports() {
         assert_eq!(
             c.status.code(),
             v.status.code(),
-            "{}",
+            "cluster: {}\nother: {}",
+            String::from_utf8_lossy(&c.stderr),
             String::from_utf8_lossy(&v.stderr)
         );
         assert_eq!(
@@ -240,7 +251,9 @@ async fn cluster_and_exported_snapshot_give_the_same_reports() {
             "check --server {force:?}"
         );
     }
+    step("serve and cluster agree");
     let (exit, log) = served.terminate();
+    step("serve stopped");
     assert!(exit.success(), "{log}");
     std::fs::remove_dir_all(&dir).ok();
     std::fs::remove_dir_all(&manifests).ok();

@@ -112,7 +112,9 @@ impl RealApi {
                 let kubeconfig = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
                 return RealApi::watched(run, kubeconfig, port, &stop);
             }
-            failures.push(String::from_utf8_lossy(&o.stderr).into_owned());
+            let failure = String::from_utf8_lossy(&o.stderr).into_owned();
+            eprintln!("the real apiserver did not start on port {port}: {failure}");
+            failures.push(failure);
             let _ = Command::new("bash").arg(&stop).arg(&run).status();
             let _ = std::fs::remove_dir_all(&run);
         }
