@@ -172,8 +172,8 @@ async fn the_cache_follows_the_real_apiserver_through_restarts_and_compaction() 
     let mut rng = StdRng::seed_from_u64(seed);
     let names: Vec<String> = (0..400).map(|i| format!("w{i:03}")).collect();
 
-    // 1. Initial sync of 300 objects (the list is paged: 500 a page, so one page; the server's
-    //    own pages are exercised by the 10,000-object benchmark).
+    // 1. Initial sync of 300 objects, listed 64 a page (5 pages, each asked for while the
+    //    one before is decoded); so are the relists after a compaction below.
     for n in &names[..300] {
         create(&api, n, "initial").await;
     }
@@ -187,6 +187,7 @@ async fn the_cache_follows_the_real_apiserver_through_restarts_and_compaction() 
         ],
         backoff: Duration::from_millis(50),
         max_backoff: Duration::from_secs(1),
+        page_size: 64,
         ..CacheConfig::default()
     };
     let cache: Arc<ClusterCache> = ClusterCache::start("real", via, config).await.unwrap();

@@ -60,6 +60,8 @@ pub struct CacheConfig {
     pub watch_idle_timeout: Duration,
     /// Remember ownership changes (`None`: no history).
     pub history: Option<crate::history::HistoryConfig>,
+    /// Objects per list page (`limit`); the next page is asked for while one is decoded.
+    pub page_size: u32,
 }
 
 impl Default for CacheConfig {
@@ -76,6 +78,7 @@ impl Default for CacheConfig {
             watch_timeout_secs: 290,
             watch_idle_timeout: Duration::from_secs(150),
             history: None,
+            page_size: 500,
         }
     }
 }

@@ -179,28 +179,61 @@ async fn list(cache: &ClusterCache, table: &Table, base: &str) -> Result<String,
         .as_deref()
         .filter(|_| table.listed.load(Ordering::SeqCst));
     let mut relist = Relist::new(history);
-    let mut cont = String::new();
-    let rv = loop {
-        let mut url = format!("{base}?limit=500");
+    let fetch = |cont: String| async move {
+        let mut url = format!("{base}?limit={}", cache.config.page_size.max(1));
         if !cont.is_empty() {
             url.push_str("&continue=");
             url.push_str(&cont);
         }
-        let page = cache
+        cache
             .api
             .get_text(&url, accept)
             .await?
-            .ok_or_else(|| ClusterError::status(format!("{base}: not found"), 404))?;
-        let (rv, next) = list_page(&cache.interner, &cache.stats, table, &mut relist, &page)
-            .map_err(|e| ClusterError::new(format!("{base}: {e}")))?;
-        cont = next;
-        if cont.is_empty() {
-            break rv;
-        }
+            .ok_or_else(|| ClusterError::status(format!("{base}: not found"), 404))
+    };
+    // Pipelined: the next page is asked for (its continue token read from the page's head)
+    // before this one is decoded, so decoding overlaps the server's work on the next page.
+    let mut page = fetch(String::new()).await?;
+    let rv = loop {
+        let ahead = continue_token(&page).filter(|c| !c.is_empty());
+        let (next, decoded) = match &ahead {
+            Some(cont) => {
+                let (next, decoded) = tokio::join!(fetch(cont.clone()), async {
+                    list_page(&cache.interner, &cache.stats, table, &mut relist, &page)
+                });
+                (Some(next), decoded)
+            }
+            None => (
+                None,
+                list_page(&cache.interner, &cache.stats, table, &mut relist, &page),
+            ),
+        };
+        let (rv, cont) = decoded.map_err(|e| ClusterError::new(format!("{base}: {e}")))?;
+        page = match next {
+            Some(next) if ahead.as_ref() == Some(&cont) => next?,
+            // The decode read another continuation than the head showed: that one is asked for.
+            _ if !cont.is_empty() => fetch(cont).await?,
+            _ => break rv,
+        };
     };
     relist.finish(table);
     cache.interner.sweep();
     Ok(rv)
+}
+
+/// A list page's continue token, read from its head: the apiserver writes the list's
+/// `metadata` before its `items`, so only the text before `"items":` is parsed. `None` when the
+/// head does not hold it (then the page's decode says what it holds).
+fn continue_token(page: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        metadata: ListMeta,
+    }
+    let at = memchr::memmem::find(page.as_bytes(), b"\"items\":")?;
+    let head = page[..at].trim_end().strip_suffix(',')?;
+    serde_json::from_str::<Head>(&format!("{head}}}"))
+        .ok()
+        .map(|h| h.metadata.cont)
 }
 
 /// One page of a list (its JSON text) into a relist in progress; returns the list's
@@ -505,4 +538,43 @@ fn deleted(
     }
     table.write().remove(namespace, name);
     advanced(table, rv.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::continue_token;
+
+    #[test]
+    fn a_pages_continue_token_is_read_from_its_head() {
+        // As the apiserver writes a metadata list: metadata before items.
+        let page = r#"{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"812","continue":"eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6ODEyfQ","remainingItemCount":5},"items":[{"metadata":{"name":"a"}}]}"#;
+        assert_eq!(
+            continue_token(page).as_deref(),
+            Some("eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6ODEyfQ")
+        );
+        // The last page: no token.
+        let last = r#"{"kind":"List","metadata":{"resourceVersion":"812"},"items":[]}"#;
+        assert_eq!(continue_token(last).as_deref(), Some(""));
+        // Pretty-printed, as a proxy may pass it on.
+        let pretty = "{\n  \"metadata\": {\"continue\": \"abc\"},\n  \"items\": []\n}";
+        assert_eq!(continue_token(pretty).as_deref(), Some("abc"));
+        // The key's text inside a string of the head is not the key.
+        let quoted = r#"{"metadata":{"continue":"a\"items\":"},"items":[]}"#;
+        assert_eq!(continue_token(quoted).as_deref(), Some("a\"items\":"));
+    }
+
+    #[test]
+    fn a_head_that_does_not_hold_the_token_gives_none() {
+        for page in [
+            // Items first: the text before them is not the list's metadata.
+            r#"{"items":[{"metadata":{"continue":"not-this"}}],"metadata":{"continue":"x"}}"#,
+            r#"{"kind":"List","items":[],"metadata":{"continue":"x"}}"#,
+            // No items at all, or not JSON.
+            r#"{"metadata":{"continue":"x"}}"#,
+            "<html>items</html>",
+            "",
+        ] {
+            assert_eq!(continue_token(page), None, "{page}");
+        }
+    }
 }
