@@ -139,6 +139,37 @@ async fn synced_cache(api: &Api) -> (Arc<ClusterCache>, Duration) {
     (cache, t.elapsed())
 }
 
+/// CPU seconds (user + system) used so far by process `pid` (`self` for this one), from
+/// `/proc/PID/stat`; 0 when unreadable.
+fn cpu_seconds(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command (in parentheses, which may hold spaces): utime is the 12th.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|&i| f.get(i)?.parse::<f64>().ok())
+        .sum();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    ticks / hz
+}
+
+/// CPU seconds of this process and of the server's (apiserver, etcd, shim) over `work`.
+async fn with_cpu<T>(
+    server: &[String],
+    work: impl std::future::Future<Output = T>,
+) -> (T, f64, f64) {
+    let ours = cpu_seconds("self");
+    let theirs: f64 = server.iter().map(|p| cpu_seconds(p)).sum();
+    let out = work.await;
+    (
+        out,
+        cpu_seconds("self") - ours,
+        server.iter().map(|p| cpu_seconds(p)).sum::<f64>() - theirs,
+    )
+}
+
 /// The resourceVersion the cache holds for widget `name` (a lookup, not a scan).
 fn cached_version(cache: &ClusterCache, name: &str) -> Option<u64> {
     let key = fieldguard::cache::table::key(NS, name);
@@ -189,20 +220,42 @@ async fn main() {
         objects as f64 / created.as_secs_f64()
     );
 
-    // Initial sync vs the server's own metadata LIST, alternated.
+    // Initial sync vs the server's own metadata LIST, alternated, with the CPU each side used
+    // (the machine is shared: the server's CPU and ours add up).
+    let rounds: usize = std::env::var("FIELDGUARD_BENCH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let server_pids: Vec<String> = ["apiserver", "etcd", "shim"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(server.run.join(format!("{p}.pid"))).ok())
+        .map(|p| p.trim().to_string())
+        .collect();
     let (mut lists, mut syncs) = (Vec::new(), Vec::new());
-    for _ in 0..5 {
-        let (d, n) = metadata_list(&api).await;
+    let (mut list_cpu, mut sync_cpu) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let ((d, n), ours, theirs) = with_cpu(&server_pids, metadata_list(&api)).await;
         assert_eq!(n, objects);
         lists.push(d);
-        let (cache, d) = synced_cache(&api).await;
+        list_cpu.push((ours, theirs));
+        let ((cache, d), ours, theirs) = with_cpu(&server_pids, synced_cache(&api)).await;
         assert_eq!(cache.len(), objects);
         cache.stop();
         syncs.push(d);
+        sync_cpu.push((ours, theirs));
     }
     let (list, sync) = (median(lists), median(syncs));
+    let cpu = |v: &[(f64, f64)]| {
+        let mut ours: Vec<f64> = v.iter().map(|c| c.0).collect();
+        let mut theirs: Vec<f64> = v.iter().map(|c| c.1).collect();
+        ours.sort_by(f64::total_cmp);
+        theirs.sort_by(f64::total_cmp);
+        (ours[ours.len() / 2], theirs[theirs.len() / 2])
+    };
+    let (lo, lt) = cpu(&list_cpu);
+    let (so, st) = cpu(&sync_cpu);
     println!(
-        "realapi: initial sync of {objects} objects: cache {} vs the server's paged metadata LIST {} (ratio {:.2}; medians of 5)",
+        "realapi: initial sync of {objects} objects: cache {} vs the server's paged metadata LIST {} (ratio {:.2}; medians of {rounds}); CPU seconds, this process / the server: sync {so:.2} / {st:.2}, LIST {lo:.2} / {lt:.2}",
         ms(sync),
         ms(list),
         sync.as_secs_f64() / list.as_secs_f64()
