@@ -2,8 +2,10 @@
 //! `.realapi/`): everything here runs against Kubernetes 1.36's own handlers over etcd, on
 //! loopback, on custom resources (`tests/data/realapi/widget-crd.yaml`).
 //!
-//! - initial sync of 10,000 objects by the watch cache, beside the server's own paged metadata
-//!   LIST of the same objects (the floor: the cache makes the same requests);
+//! - initial sync of 10,000 objects (`FIELDGUARD_BENCH_OBJECTS`) by the watch cache, beside the
+//!   server's own paged metadata LIST of the same objects (the floor: the cache makes the same
+//!   requests), alternated `FIELDGUARD_BENCH_ROUNDS` times (5), with the CPU this process and
+//!   the server used in each;
 //! - watch ingest while writers keep the server as busy as it goes (merge patches and creates
 //!   from 8 concurrent clients): the server's write rate, the events the cache took in, the
 //!   lag from a write's answer to the cache holding it (sampled), and the catch-up time after
