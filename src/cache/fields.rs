@@ -119,6 +119,17 @@ impl Fields {
         Cow::Owned(out)
     }
 
+    /// The addresses of its interned texts: equal for [`Fields::same`] ones, and unique while
+    /// this value lives (it holds them).
+    pub fn addresses(&self) -> (usize, usize) {
+        (
+            Arc::as_ptr(&self.shape) as *const u8 as usize,
+            self.keys
+                .as_ref()
+                .map_or(0, |k| Arc::as_ptr(k) as *const u8 as usize),
+        )
+    }
+
     /// The very same interned texts (what interning makes of equal ones).
     pub fn same(&self, other: &Fields) -> bool {
         Arc::ptr_eq(&self.shape, &other.shape)

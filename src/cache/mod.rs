@@ -13,6 +13,7 @@
 mod backoff;
 pub mod fields;
 pub mod intern;
+pub mod inventory;
 mod record;
 pub mod relist;
 pub mod table;
@@ -512,6 +513,16 @@ impl LiveState for ClusterCache {
                 .find(|x| x.serves(r))
                 .map(|x| x.plural.clone())
         })
+    }
+
+    async fn inventory(
+        &self,
+        keep: Option<crate::live::state::Keep>,
+    ) -> Result<Option<crate::ownership::inventory::Inventory>, LiveError> {
+        let tables = self.tables();
+        tokio::task::spawn_blocking(move || Some(inventory::inventory(&tables, keep.as_ref())))
+            .await
+            .map_err(|e| LiveError::Internal(format!("reading the cache failed: {e}")))
     }
 
     async fn managed_by(&self, manager: &str) -> Result<Vec<(ObjectRef, Stored)>, LiveError> {

@@ -39,6 +39,9 @@ pub enum LiveError {
     Internal(String),
 }
 
+/// Which objects a query keeps, given each one's reference and labels (`metadata.labels`).
+pub type Keep = Box<dyn Fn(&ObjectRef, Option<&Value>) -> bool + Send + Sync>;
+
 /// Live state: the objects (with managedFields) and types a prediction or a query reads.
 #[async_trait::async_trait]
 pub trait LiveState: Send + Sync + 'static {
@@ -75,6 +78,15 @@ pub trait LiveState: Send + Sync + 'static {
             .into_iter()
             .filter(|(_, o)| managed_by(o, manager))
             .collect())
+    }
+    /// The managers inventory of the objects `keep` selects (all when `None`), built where the
+    /// objects are held; `None`: this source has no such way, and the caller lists the objects
+    /// and builds it ([`crate::ownership::inventory::inventory`]), which gives the same.
+    async fn inventory(
+        &self,
+        _keep: Option<Keep>,
+    ) -> Result<Option<crate::ownership::inventory::Inventory>, LiveError> {
+        Ok(None)
     }
     /// The resource (plural) objects of this kind are served as, from discovery; `None` when
     /// unknown (never guessed: authorization needs the real name).

@@ -40,30 +40,50 @@ pub struct Inventory {
 
 /// Builds the inventory of `objects`.
 pub fn inventory<'a>(objects: impl IntoIterator<Item = (&'a ObjectRef, &'a Value)>) -> Inventory {
-    #[derive(Default)]
-    struct Acc {
-        ops: BTreeSet<String>,
-        /// Objects counted so far, and the last one (a manager with several entries on one
-        /// object, `Apply` and `Update`, counts it once): linear in the objects, no copies.
-        objects: usize,
-        last: Option<usize>,
-        fields: usize,
-        newest: Option<i64>,
+    let mut acc = Accumulator::default();
+    for (r, obj) in objects {
+        match managed_of(obj) {
+            Ok(managed) => acc.object(managed.fields.iter().map(|(key, vs)| {
+                let mut n = 0;
+                vs.set.leaves().iterate(|_| n += 1);
+                (key.as_str(), n, managed.times.get(key).copied().flatten())
+            })),
+            Err(e) => acc.unreadable(r, &e),
+        }
     }
-    let mut acc: BTreeMap<String, Acc> = BTreeMap::new();
-    let mut inv = Inventory::default();
-    for (i, (r, obj)) in objects.into_iter().enumerate() {
-        inv.objects += 1;
-        let managed = match managed_of(obj) {
-            Ok(m) => m,
-            Err(e) => {
-                inv.unreadable.push(format!("{r}: {e}"));
-                continue;
-            }
-        };
-        for (key, vs) in managed.fields.iter() {
+    acc.finish()
+}
+
+/// An inventory built object by object: what [`inventory`] does with decoded managedFields,
+/// open to a source that knows each entry's leaf count without decoding it (the watch cache,
+/// whose same-shaped entries share one text).
+#[derive(Default)]
+pub struct Accumulator {
+    managers: BTreeMap<String, Acc>,
+    objects: usize,
+    unreadable: Vec<String>,
+}
+
+#[derive(Default)]
+struct Acc {
+    ops: BTreeSet<String>,
+    /// Objects counted so far, and the last one (a manager with several entries on one
+    /// object, `Apply` and `Update`, counts it once): linear in the objects, no copies.
+    objects: usize,
+    last: Option<usize>,
+    fields: usize,
+    newest: Option<i64>,
+}
+
+impl Accumulator {
+    /// One object's decoded managedFields: per identity key (as `managedfields::identity`
+    /// writes it, each once), its leaf fields and its time.
+    pub fn object<'k>(&mut self, entries: impl IntoIterator<Item = (&'k str, usize, Option<i64>)>) {
+        let i = self.objects;
+        self.objects += 1;
+        for (key, leaves, time) in entries {
             let id = parse_identity(key).unwrap_or_default();
-            let a = acc.entry(id.manager).or_default();
+            let a = self.managers.entry(id.manager).or_default();
             a.ops.insert(if id.subresource.is_empty() {
                 id.operation
             } else {
@@ -73,26 +93,38 @@ pub fn inventory<'a>(objects: impl IntoIterator<Item = (&'a ObjectRef, &'a Value
                 a.last = Some(i);
                 a.objects += 1;
             }
-            let mut n = 0;
-            vs.set.leaves().iterate(|_| n += 1);
-            a.fields += n;
-            if let Some(Some(t)) = managed.times.get(key) {
-                a.newest = Some(a.newest.map_or(*t, |x| x.max(*t)));
+            a.fields += leaves;
+            if let Some(t) = time {
+                a.newest = Some(a.newest.map_or(t, |x| x.max(t)));
             }
         }
     }
-    let names: Vec<String> = acc.keys().cloned().collect();
-    for (name, a) in acc {
-        inv.managers.push(ManagerSummary {
-            flags: flags(&name, &names),
-            manager: name,
-            operations: a.ops,
-            objects: a.objects,
-            fields: a.fields,
-            newest: a.newest.map(format_time),
-        });
+
+    /// An object whose managedFields could not be read, and why.
+    pub fn unreadable(&mut self, r: &ObjectRef, why: &str) {
+        self.objects += 1;
+        self.unreadable.push(format!("{r}: {why}"));
     }
-    inv
+
+    pub fn finish(self) -> Inventory {
+        let names: Vec<String> = self.managers.keys().cloned().collect();
+        let mut inv = Inventory {
+            objects: self.objects,
+            managers: Vec::with_capacity(names.len()),
+            unreadable: self.unreadable,
+        };
+        for (name, a) in self.managers {
+            inv.managers.push(ManagerSummary {
+                flags: flags(&name, &names),
+                manager: name,
+                operations: a.ops,
+                objects: a.objects,
+                fields: a.fields,
+                newest: a.newest.map(format_time),
+            });
+        }
+        inv
+    }
 }
 
 /// The name a manager would have without its binary's path, extension and version.
