@@ -15,17 +15,48 @@ use crate::ownership::inventory::{Accumulator, Inventory};
 use crate::ownership::managed_of;
 use crate::value::{Value, json};
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::Arc;
+
+/// Distinct texts (or heads, or label sets) remembered per call. Texts seen once (a Pod's own
+/// IP in its status entry) would only fill the table: past this many, the rest are read
+/// without being remembered, so the call stays linear and bounded. (Small in tests, so they
+/// cross it.)
+#[cfg(not(test))]
+const REMEMBERED: usize = 65_536;
+#[cfg(test)]
+const REMEMBERED: usize = 64;
+
+/// Values by key, each with what keeps its key's addresses valid.
+type Memo<K, H, V> = HashMap<K, (H, V)>;
+
+/// `f`'s value for `key`, remembered while fewer than [`REMEMBERED`] are (with `hold`, which
+/// keeps what `key`'s addresses point at alive for the call).
+fn remembered<K: Hash + Eq, H, V: Clone>(
+    memo: &mut Memo<K, H, V>,
+    key: K,
+    hold: impl FnOnce() -> H,
+    f: impl FnOnce() -> V,
+) -> V {
+    if let Some((_, v)) = memo.get(&key) {
+        return v.clone();
+    }
+    let v = f();
+    if memo.len() < REMEMBERED {
+        memo.insert(key, (hold(), v.clone()));
+    }
+    v
+}
 
 /// The inventory of the objects `keep` selects (every one when `None`).
 pub fn inventory(tables: &[Arc<Table>], keep: Option<&Keep>) -> Inventory {
     let mut acc = Accumulator::default();
     let mut unreadable: Vec<(ObjectRef, String)> = Vec::new();
     // Held (with the texts they point at) for the whole call, so an address is never reused.
-    let mut heads: HashMap<usize, (Arc<EntryHead>, Result<String, String>)> = HashMap::new();
-    let mut leaves: HashMap<(usize, usize), (Fields, Result<usize, String>)> = HashMap::new();
-    let mut labels: HashMap<usize, (Arc<str>, Option<Value>)> = HashMap::new();
-    let mut entries: Vec<(String, usize, Option<i64>)> = Vec::new();
+    let mut heads: Memo<usize, Arc<EntryHead>, Result<Arc<str>, String>> = HashMap::new();
+    let mut leaves: Memo<(usize, usize), Fields, Result<usize, String>> = HashMap::new();
+    let mut labels: Memo<usize, Arc<str>, Option<Arc<Value>>> = HashMap::new();
+    let mut entries: Vec<(Arc<str>, usize, Option<i64>)> = Vec::new();
     for t in tables {
         let data = t.read();
         for e in data.objects.values() {
@@ -48,12 +79,14 @@ pub fn inventory(tables: &[Arc<Table>], keep: Option<&Keep>) -> Inventory {
             }
             if let Some(k) = keep {
                 let l = e.labels.as_ref().and_then(|text| {
-                    let (_, v) = labels
-                        .entry(Arc::as_ptr(text) as *const u8 as usize)
-                        .or_insert_with(|| (text.clone(), json::parse_str(text).ok()));
-                    v.as_ref()
+                    remembered(
+                        &mut labels,
+                        Arc::as_ptr(text) as *const u8 as usize,
+                        || text.clone(),
+                        || json::parse_str(text).ok().map(Arc::new),
+                    )
                 });
-                if !k(&r(), l) {
+                if !k(&r(), l.as_deref()) {
                     continue;
                 }
             }
@@ -62,21 +95,27 @@ pub fn inventory(tables: &[Arc<Table>], keep: Option<&Keep>) -> Inventory {
             entries.clear();
             let mut why = None;
             for m in e.managed.iter() {
-                let (_, key) = heads
-                    .entry(Arc::as_ptr(&m.head) as usize)
-                    .or_insert_with(|| (m.head.clone(), head_key(&m.head)));
+                let key = remembered(
+                    &mut heads,
+                    Arc::as_ptr(&m.head) as usize,
+                    || m.head.clone(),
+                    || head_key(&m.head),
+                );
                 let key = match key {
                     Ok(k) => k,
                     Err(w) => {
-                        why = Some(w.clone());
+                        why = Some(w);
                         break;
                     }
                 };
-                let (_, n) = leaves
-                    .entry(m.fields.addresses())
-                    .or_insert_with(|| (m.fields.clone(), leaf_count(&m.fields.text())));
+                let n = remembered(
+                    &mut leaves,
+                    m.fields.addresses(),
+                    || m.fields.clone(),
+                    || leaf_count(&m.fields.text()),
+                );
                 let n = match n {
-                    Ok(n) => *n,
+                    Ok(n) => n,
                     Err(err) => {
                         why = Some(format!(
                             "error decoding versioned set for {key}: error decoding set: {err}"
@@ -84,14 +123,14 @@ pub fn inventory(tables: &[Arc<Table>], keep: Option<&Keep>) -> Inventory {
                         break;
                     }
                 };
-                match entries.iter_mut().find(|(k, _, _)| k == key) {
-                    Some(x) => *x = (key.clone(), n, m.time),
-                    None => entries.push((key.clone(), n, m.time)),
+                match entries.iter_mut().find(|(k, _, _)| *k == key) {
+                    Some(x) => *x = (key, n, m.time),
+                    None => entries.push((key, n, m.time)),
                 }
             }
             match why {
                 Some(why) => unreadable.push((r(), why)),
-                None => acc.object(entries.iter().map(|(k, n, t)| (k.as_str(), *n, *t))),
+                None => acc.object(entries.iter().map(|(k, n, t)| (&**k, *n, *t))),
             }
         }
     }
@@ -104,7 +143,7 @@ pub fn inventory(tables: &[Arc<Table>], keep: Option<&Keep>) -> Inventory {
 }
 
 /// An entry head's identity key, or why `managedfields::decode` refuses it.
-fn head_key(h: &EntryHead) -> Result<String, String> {
+fn head_key(h: &EntryHead) -> Result<Arc<str>, String> {
     let op = match &*h.operation {
         "Apply" => Operation::Apply,
         "Update" => Operation::Update,
@@ -113,7 +152,7 @@ fn head_key(h: &EntryHead) -> Result<String, String> {
     if h.api_version.is_empty() {
         return Err("apiVersion must not be empty".into());
     }
-    Ok(identity(&h.manager, op, &h.api_version, &h.subresource))
+    Ok(identity(&h.manager, op, &h.api_version, &h.subresource).into())
 }
 
 /// The leaf fields of a FieldsV1 text, as `managedfields::decode` reads it.
