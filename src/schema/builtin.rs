@@ -4,7 +4,7 @@
 
 use super::formats::Formats;
 use super::model::{Schema, SchemaError};
-use super::{openapi_v2, smd_yaml};
+use super::{compiled, openapi_v2, smd_yaml};
 use std::io::Read;
 use std::sync::OnceLock;
 
@@ -18,8 +18,12 @@ pub const ORACLE_VERSION: &str = "v1.30.1";
 struct Bundle {
     version: &'static str,
     swagger_gz: &'static [u8],
-    /// The smd schema as JSON (read ten times faster than the YAML it is published as).
+    /// The smd schema as JSON (read ten times faster than the YAML it is published as); only
+    /// the tests convert it, to hold the compiled form to it.
+    #[cfg(test)]
     smd_gz: &'static [u8],
+    /// The two above converted and encoded ([`compiled`]): what a process reads.
+    compiled: &'static [u8],
     cell: OnceLock<Result<(Schema, Formats), SchemaError>>,
 }
 
@@ -27,13 +31,17 @@ static BUNDLES: [Bundle; 2] = [
     Bundle {
         version: "v1.30.1",
         swagger_gz: include_bytes!("data/k8s-v1.30.1.swagger.json.gz"),
+        #[cfg(test)]
         smd_gz: include_bytes!("data/k8s-v1.30.1.smd.json.gz"),
+        compiled: include_bytes!("data/k8s-v1.30.1.schema.postcard"),
         cell: OnceLock::new(),
     },
     Bundle {
         version: "v1.36.0",
         swagger_gz: include_bytes!("data/k8s-v1.36.0.swagger.json.gz"),
+        #[cfg(test)]
         smd_gz: include_bytes!("data/k8s-v1.36.0.smd.json.gz"),
+        compiled: include_bytes!("data/k8s-v1.36.0.schema.postcard"),
         cell: OnceLock::new(),
     },
 ];
@@ -68,10 +76,11 @@ fn schema_of(doc: &crate::value::Value, smd: Option<&str>) -> Result<Schema, Sch
     Ok(schema)
 }
 
-/// A bundle's schema and formats: the smd overlay is read on a second thread while the OpenAPI
-/// document is read and converted (each takes about half the time; every command that loads a
-/// built-in schema waits for it).
-fn build(bundle: &Bundle) -> Result<(Schema, Formats), SchemaError> {
+/// A bundle's schema and formats converted from its sources: the smd overlay is read on a
+/// second thread while the OpenAPI document is read and converted. Processes read the compiled
+/// form instead ([`build`]); the tests hold the two equal.
+#[cfg(test)]
+fn convert(bundle: &Bundle) -> Result<(Schema, Formats), SchemaError> {
     let overlay = || {
         let smd = gunzip(bundle.smd_gz)?;
         let v = crate::value::json::parse(smd.as_bytes())
@@ -94,6 +103,11 @@ fn build(bundle: &Bundle) -> Result<(Schema, Formats), SchemaError> {
     let (mut schema, formats) = swagger?;
     schema.overlay(&overlay?);
     Ok((schema, formats))
+}
+
+/// A bundle's schema and formats, read from their compiled form.
+fn build(bundle: &Bundle) -> Result<(Schema, Formats), SchemaError> {
+    compiled::decode(bundle.compiled)
 }
 
 fn bundle(version: &str) -> Result<&'static Bundle, SchemaError> {
@@ -144,6 +158,47 @@ pub fn default_schema() -> Result<&'static Schema, SchemaError> {
 mod tests {
     use super::*;
     use crate::schema::{ElementRelationship, Gvk};
+
+    /// The compiled schemas shipped in the binary are what the sources convert to, byte for
+    /// byte. After changing a source or the conversion, regenerate them:
+    /// `FIELDGUARD_REGENERATE_SCHEMAS=1 cargo test compiled_schemas_match_their_sources`.
+    #[test]
+    fn compiled_schemas_match_their_sources() {
+        let regenerate = std::env::var_os("FIELDGUARD_REGENERATE_SCHEMAS").is_some();
+        for bundle in &BUNDLES {
+            let (schema, formats) = convert(bundle).unwrap();
+            let fresh = compiled::encode(&schema, &formats).unwrap();
+            if fresh == bundle.compiled {
+                continue;
+            }
+            let file = format!(
+                "{}/src/schema/data/k8s-{}.schema.postcard",
+                env!("CARGO_MANIFEST_DIR"),
+                bundle.version
+            );
+            if regenerate {
+                std::fs::write(&file, &fresh).unwrap();
+                continue;
+            }
+            panic!(
+                "{file} is not what the sources of {} convert to ({} bytes shipped, {} fresh): \
+                 run `FIELDGUARD_REGENERATE_SCHEMAS=1 cargo test compiled_schemas_match_their_sources`",
+                bundle.version,
+                bundle.compiled.len(),
+                fresh.len()
+            );
+        }
+        // What a process reads is what the sources give: read back, it encodes to the same bytes.
+        for bundle in &BUNDLES {
+            let (schema, formats) = build(bundle).unwrap();
+            assert_eq!(
+                compiled::encode(&schema, &formats).unwrap(),
+                bundle.compiled,
+                "{}",
+                bundle.version
+            );
+        }
+    }
 
     #[test]
     fn builtin_schemas_load_and_know_kinds() {

@@ -10,9 +10,10 @@
 
 use super::Gvk;
 use crate::value::{Map, Value};
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 enum Fmt {
     Int32,
     Int64,
@@ -20,12 +21,13 @@ enum Fmt {
 }
 
 /// What matters of one schema node: its format, or where to look further.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 struct Prop {
     fmt: Option<Fmt>,
     reference: Option<Box<str>>,
     items: Option<Box<Prop>>,
     values: Option<Box<Prop>>,
+    #[serde(serialize_with = "super::compiled::sorted_optional")]
     properties: Option<HashMap<Box<str>, Prop>>,
 }
 
@@ -89,9 +91,11 @@ fn props(m: &Map) -> HashMap<Box<str>, Prop> {
 }
 
 /// The formats of a Kubernetes version's built-in types.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Formats {
+    #[serde(serialize_with = "super::compiled::sorted")]
     defs: HashMap<Box<str>, Prop>,
+    #[serde(serialize_with = "super::compiled::sorted")]
     by_gvk: HashMap<(String, String, String), Box<str>>,
 }
 

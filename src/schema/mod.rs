@@ -3,6 +3,7 @@
 //! Kubernetes OpenAPI v2 and v3, CRD structural schemas, or the smd YAML format.
 
 pub mod builtin;
+mod compiled;
 pub mod crd;
 pub mod formats;
 mod model;

@@ -1,6 +1,7 @@
 //! The schema data model (structured-merge-diff `schema` package) and type resolution.
 
 use crate::value::{Str, Value};
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// Name of the built-in type for content that is replaced as a whole.
@@ -9,7 +10,7 @@ pub const UNTYPED_ATOMIC_TYPE: &str = "__untyped_atomic_";
 pub const DEDUCED_TYPE: &str = "__untyped_deduced_";
 
 /// Kind of scalar.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Scalar {
     Numeric,
     String,
@@ -38,7 +39,7 @@ impl Scalar {
 }
 
 /// How the elements of a list or map relate to each other.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum ElementRelationship {
     /// Map keys are owned separately (the default for maps; written as empty).
     #[default]
@@ -68,7 +69,7 @@ impl ElementRelationship {
 }
 
 /// A list type.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct List {
     pub element_type: TypeRef,
     pub element_relationship: ElementRelationship,
@@ -77,7 +78,7 @@ pub struct List {
 }
 
 /// A map or struct type (smd treats both alike).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct MapType {
     /// Declared fields, in schema order.
     pub fields: Vec<StructField>,
@@ -85,6 +86,7 @@ pub struct MapType {
     pub element_type: TypeRef,
     pub element_relationship: ElementRelationship,
     /// Field name -> index, built by [`Schema::new`] (last declaration wins, like Go's map).
+    #[serde(skip)]
     index: rustc_hash::FxHashMap<Str, u32>,
 }
 
@@ -121,16 +123,17 @@ impl MapType {
 }
 
 /// A declared struct field.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StructField {
     pub name: Str,
     pub ty: TypeRef,
     /// The default value, used to fill missing list-map key fields.
+    #[serde(with = "super::compiled::optional_value")]
     pub default: Option<Value>,
 }
 
 /// A type: any combination of scalar, list and map (the value decides which applies).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Atom {
     pub scalar: Option<Scalar>,
     pub list: Option<Box<List>>,
@@ -156,10 +159,11 @@ impl Atom {
 
 /// A reference to a type: by name, or inline; optionally overriding the element relationship of
 /// the referenced map or list (used for `x-kubernetes-map-type` on a field).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct TypeRef {
     pub named: Option<Str>,
     /// Index of `named` in the schema, filled by [`Schema::new`] (`u32::MAX`: unknown name).
+    #[serde(skip, default = "unlinked")]
     named_idx: u32,
     pub inlined: Atom,
     pub element_relationship: Option<ElementRelationship>,
@@ -195,8 +199,13 @@ impl TypeRef {
     }
 }
 
+/// A reference not linked to a schema yet.
+fn unlinked() -> u32 {
+    u32::MAX
+}
+
 /// A named type.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TypeDef {
     pub name: Str,
     pub atom: Atom,
@@ -264,7 +273,7 @@ impl<'s> Resolved<'s> {
 pub struct SchemaError(pub String);
 
 /// Group, version and kind of an object type.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Gvk {
     pub group: String,
     pub version: String,
