@@ -129,7 +129,7 @@ impl Catalog {
     /// The catalog of a Kubernetes version's built-in types (`v1.36.0`, `1.30.1`, ...).
     pub fn kubernetes(version: &str) -> Result<Catalog, SchemaError> {
         Ok(Catalog {
-            builtin: shared_builtin(version)?,
+            builtin: builtin::shared(version)?,
             formats: builtin::formats(version).ok(),
             custom: HashMap::new(),
             served: Vec::new(),
@@ -263,18 +263,6 @@ impl Catalog {
             gvk,
         }
     }
-}
-
-/// The built-in schema of a version, shared (built once per process).
-fn shared_builtin(version: &str) -> Result<Arc<Schema>, SchemaError> {
-    static SHARED: std::sync::Mutex<Vec<(String, Arc<Schema>)>> = std::sync::Mutex::new(Vec::new());
-    let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((_, s)) = shared.iter().find(|(v, _)| v == version) {
-        return Ok(s.clone());
-    }
-    let s = Arc::new(builtin::kubernetes(version)?.clone());
-    shared.push((version.to_string(), s.clone()));
-    Ok(s)
 }
 
 /// True for built-in kinds that are not namespaced.

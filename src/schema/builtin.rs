@@ -6,7 +6,7 @@ use super::formats::Formats;
 use super::model::{Schema, SchemaError};
 use super::{compiled, openapi_v2, smd_yaml};
 use std::io::Read;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// The version fieldguard defaults to, everywhere (one default, kept by the catalog).
 pub const DEFAULT_VERSION: &str = crate::catalog::DEFAULT_KUBERNETES;
@@ -24,7 +24,7 @@ struct Bundle {
     smd_gz: &'static [u8],
     /// The two above converted and encoded ([`compiled`]): what a process reads.
     compiled: &'static [u8],
-    cell: OnceLock<Result<(Schema, Formats), SchemaError>>,
+    cell: OnceLock<Result<(Arc<Schema>, Formats), SchemaError>>,
 }
 
 static BUNDLES: [Bundle; 2] = [
@@ -106,8 +106,8 @@ fn convert(bundle: &Bundle) -> Result<(Schema, Formats), SchemaError> {
 }
 
 /// A bundle's schema and formats, read from their compiled form.
-fn build(bundle: &Bundle) -> Result<(Schema, Formats), SchemaError> {
-    compiled::decode(bundle.compiled)
+fn build(bundle: &Bundle) -> Result<(Arc<Schema>, Formats), SchemaError> {
+    compiled::decode(bundle.compiled).map(|(s, f)| (Arc::new(s), f))
 }
 
 fn bundle(version: &str) -> Result<&'static Bundle, SchemaError> {
@@ -124,7 +124,7 @@ fn bundle(version: &str) -> Result<&'static Bundle, SchemaError> {
     })
 }
 
-fn built(version: &str) -> Result<&'static (Schema, Formats), SchemaError> {
+fn built(version: &str) -> Result<&'static (Arc<Schema>, Formats), SchemaError> {
     let bundle = bundle(version)?;
     bundle
         .cell
@@ -135,7 +135,12 @@ fn built(version: &str) -> Result<&'static (Schema, Formats), SchemaError> {
 
 /// The built-in schema of a Kubernetes version (`v1.30.1`, `1.30.1`, ...), built once.
 pub fn kubernetes(version: &str) -> Result<&'static Schema, SchemaError> {
-    built(version).map(|(s, _)| s)
+    built(version).map(|(s, _)| &**s)
+}
+
+/// [`kubernetes`], shared (catalogs hold it without copying it).
+pub fn shared(version: &str) -> Result<Arc<Schema>, SchemaError> {
+    built(version).map(|(s, _)| s.clone())
 }
 
 /// The `format`s of a Kubernetes version's built-in types (values their Go types cannot hold).
