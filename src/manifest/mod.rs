@@ -708,6 +708,34 @@ pub fn identity_errors(d: &Document) -> Vec<ManifestError> {
             message,
         });
     }
+    // Optional, but a string when set: `namespace: no` is the boolean false to Kubernetes' YAML
+    // reader (YAML 1.1), which the apiserver cannot store as a namespace.
+    let keys = &["metadata", "namespace"][..];
+    if let Some(v) = d
+        .object
+        .get_path(keys)
+        .filter(|v| !matches!(v, Value::Null | Value::String(_)))
+    {
+        let hint = match v {
+            Value::Bool(_) => {
+                " (y, n, yes, no, on and off are booleans to Kubernetes' YAML reader: quote the name)"
+            }
+            _ => "",
+        };
+        problems.push(ManifestError {
+            file: d.origin.file.clone(),
+            doc: Some(d.origin.doc),
+            line: Some(match &d.lines {
+                Some(l) => lines::line_of_keys(&d.object, l, keys),
+                None => d.origin.line,
+            }),
+            path: Some(".metadata.namespace".into()),
+            message: format!(
+                "metadata.namespace must be a string, found {}{hint}",
+                v.type_name()
+            ),
+        });
+    }
     problems
 }
 

@@ -159,6 +159,35 @@ fn missing_identity_fields_are_reported_with_their_paths() {
 }
 
 #[test]
+fn a_namespace_that_is_not_a_string_is_refused_where_it_is() {
+    // `no` is a boolean to Kubernetes' YAML reader; quoted, it is the namespace "no".
+    let e = one_error("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: no\n");
+    assert_eq!(e.path.as_deref(), Some(".metadata.namespace"));
+    assert_eq!(e.line, Some(5));
+    assert!(e.message.contains("must be a string, found boolean"), "{e}");
+    assert!(e.message.contains("quote the name"), "{e}");
+    let e = one_error(
+        "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"a\",\"namespace\":7}}",
+    );
+    assert!(e.message.contains("must be a string"), "{e}");
+    assert!(!e.message.contains("quote"), "{e}");
+    // Quoted, empty or null: a namespace, or none.
+    for ns in ["\"no\"", "\"\"", "null", "~"] {
+        let l = parse(&format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: {ns}\n"
+        ));
+        assert!(l.errors.is_empty(), "{ns}: {:?}", l.errors);
+        assert_eq!(l.documents.len(), 1);
+    }
+    assert_eq!(
+        parse("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: \"no\"\n")
+            .documents[0]
+            .namespace(),
+        Some("no")
+    );
+}
+
+#[test]
 fn invalid_utf8_is_located() {
     let mut out = Loaded {
         check_identity: true,
