@@ -387,6 +387,51 @@ fn bad_input_is_located_exits_2_and_predicts_nothing() {
     assert!(stderr(&o).contains("--force-against"));
 }
 
+/// The manifests and the snapshot are read at once; which one's problems are reported is as
+/// when they were read one after the other: the manifests' first, the snapshot's only when the
+/// manifests are fine.
+#[test]
+fn bad_manifests_are_reported_before_a_bad_snapshot() {
+    let dir = tempdir("bad-both");
+    let snapshot = dir.join("snapshot");
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::write(snapshot.join("broken.json"), b"{\"apiVersion\": }").unwrap();
+    let bad = dir.join("bad.yaml");
+    std::fs::write(&bad, b"apiVersion: v1\nmetadata: {name: a}\n").unwrap();
+    let good = dir.join("good.yaml");
+    std::fs::write(
+        &good,
+        b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n",
+    )
+    .unwrap();
+    let check = |manifest: &PathBuf| {
+        fieldguard(&[
+            "check",
+            "--snapshot",
+            snapshot.to_str().unwrap(),
+            "--field-manager",
+            "ci",
+            manifest.to_str().unwrap(),
+        ])
+    };
+    let o = check(&bad);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("bad.yaml") && err.contains("kind is missing"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("broken.json"),
+        "the snapshot was reported too:\n{err}"
+    );
+    let o = check(&good);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("broken.json"), "{err}");
+    assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+}
+
 /// The report without what names the source.
 fn comparable(mut j: Value) -> Value {
     j["source"] = Value::Null;

@@ -169,7 +169,9 @@ pub fn run(args: CheckArgs) -> ExitCode {
         };
     }
     let limits = args.live.limits.manifests(manifest::Limits::MANIFESTS);
-    let loaded = manifest::load_with(&inputs, &mut std::io::stdin().lock(), true, &limits);
+    let (loaded, opening) = LiveSource::open_beside(&args.live, || {
+        manifest::load_with(&inputs, &mut std::io::stdin().lock(), true, &limits)
+    });
     if !loaded.errors.is_empty() {
         return invalid_input(&loaded.errors, args.output);
     }
@@ -182,7 +184,7 @@ pub fn run(args: CheckArgs) -> ExitCode {
         .filter(|d| d.namespace().is_none())
         .map(|d| d.origin.clone())
         .collect();
-    let source = match LiveSource::open_for(&args.live, args.output) {
+    let source = match opening.finish(&args.live, args.output) {
         Ok(s) => s,
         Err(code) => return code,
     };

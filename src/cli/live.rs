@@ -55,11 +55,41 @@ impl LiveSource {
         args: &LiveArgs,
         format: crate::report::Format,
     ) -> Result<LiveSource, ExitCode> {
+        Self::try_open(args, &mut std::io::stdin().lock()).map_err(|e| e.report(format))
+    }
+
+    /// Runs `work` while a snapshot named by paths is read on a second thread (neither needs
+    /// the other: on two cores a `check` reads its manifests and the snapshot at once). A
+    /// cluster, or a snapshot read from standard input, is opened once `work` is done, as
+    /// [`LiveSource::open_for`] would; nothing is reported until [`Opening::finish`].
+    pub fn open_beside<T>(args: &LiveArgs, work: impl FnOnce() -> T) -> (T, Opening) {
+        let by_paths = !args.snapshot.is_empty()
+            && args
+                .snapshot
+                .iter()
+                .all(|s| !matches!(Input::parse(s), Input::Stdin));
+        if !by_paths {
+            return (work(), Opening(None));
+        }
+        std::thread::scope(|scope| {
+            let reading = scope.spawn(|| Self::try_open(args, &mut std::io::empty()));
+            let done = work();
+            let opened = reading.join().unwrap_or_else(|_| {
+                Err(OpenError::Live(LiveError::Internal(
+                    "reading the snapshot failed".into(),
+                )))
+            });
+            (done, Opening(Some(opened)))
+        })
+    }
+
+    /// Opens the source; the problem, unreported, if it cannot be opened.
+    fn try_open(args: &LiveArgs, stdin: &mut dyn std::io::Read) -> Result<LiveSource, OpenError> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
-            .map_err(|e| super::usage_error(&format!("cannot start the runtime: {e}")))?;
+            .map_err(|e| OpenError::Runtime(format!("cannot start the runtime: {e}")))?;
         let opts = SourceOptions {
             snapshot: args.snapshot.iter().map(|s| Input::parse(s)).collect(),
             cluster: ClusterOptions {
@@ -70,8 +100,8 @@ impl LiveSource {
             limits: args.limits.snapshot(),
         };
         let opened = rt
-            .block_on(source::open(&opts, &mut std::io::stdin().lock()))
-            .map_err(|e| failed(e, format))?;
+            .block_on(source::open(&opts, stdin))
+            .map_err(OpenError::Live)?;
         let namespace = args
             .namespace
             .clone()
@@ -93,6 +123,38 @@ impl LiveSource {
     /// The namespace asked for with `-n`, if any.
     pub fn explicit_namespace(args: &LiveArgs) -> Option<&str> {
         args.namespace.as_deref()
+    }
+}
+
+/// Why a source could not be opened, not yet reported.
+enum OpenError {
+    Runtime(String),
+    Live(LiveError),
+}
+
+impl OpenError {
+    fn report(self, format: crate::report::Format) -> ExitCode {
+        match self {
+            OpenError::Runtime(m) => super::usage_error(&m),
+            OpenError::Live(e) => failed(e, format),
+        }
+    }
+}
+
+/// A source [`LiveSource::open_beside`] read, or will open.
+pub struct Opening(Option<Result<LiveSource, OpenError>>);
+
+impl Opening {
+    /// The source, as [`LiveSource::open_for`] gives it (its problem reported in `format`).
+    pub fn finish(
+        self,
+        args: &LiveArgs,
+        format: crate::report::Format,
+    ) -> Result<LiveSource, ExitCode> {
+        match self.0 {
+            Some(opened) => opened.map_err(|e| e.report(format)),
+            None => LiveSource::open_for(args, format),
+        }
     }
 }
 
