@@ -55,7 +55,8 @@ impl LiveSource {
         args: &LiveArgs,
         format: crate::report::Format,
     ) -> Result<LiveSource, ExitCode> {
-        Self::try_open(args, &mut std::io::stdin().lock()).map_err(|e| e.report(format))
+        Self::try_open(args, snapshot_inputs(args), &mut std::io::stdin().lock())
+            .map_err(|e| e.report(format))
     }
 
     /// Runs `work` while a snapshot named by paths is read on a second thread (neither needs
@@ -63,16 +64,13 @@ impl LiveSource {
     /// cluster, or a snapshot read from standard input, is opened once `work` is done, as
     /// [`LiveSource::open_for`] would; nothing is reported until [`Opening::finish`].
     pub fn open_beside<T>(args: &LiveArgs, work: impl FnOnce() -> T) -> (T, Opening) {
-        let by_paths = !args.snapshot.is_empty()
-            && args
-                .snapshot
-                .iter()
-                .all(|s| !matches!(Input::parse(s), Input::Stdin));
+        let snapshot = snapshot_inputs(args);
+        let by_paths = !snapshot.is_empty() && !snapshot.iter().any(|s| matches!(s, Input::Stdin));
         if !by_paths {
             return (work(), Opening(None));
         }
         std::thread::scope(|scope| {
-            let reading = scope.spawn(|| Self::try_open(args, &mut std::io::empty()));
+            let reading = scope.spawn(|| Self::try_open(args, snapshot, &mut std::io::empty()));
             let done = work();
             let opened = reading.join().unwrap_or_else(|_| {
                 Err(OpenError::Live(LiveError::Internal(
@@ -84,14 +82,18 @@ impl LiveSource {
     }
 
     /// Opens the source; the problem, unreported, if it cannot be opened.
-    fn try_open(args: &LiveArgs, stdin: &mut dyn std::io::Read) -> Result<LiveSource, OpenError> {
+    fn try_open(
+        args: &LiveArgs,
+        snapshot: Vec<Input>,
+        stdin: &mut dyn std::io::Read,
+    ) -> Result<LiveSource, OpenError> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .map_err(|e| OpenError::Runtime(format!("cannot start the runtime: {e}")))?;
         let opts = SourceOptions {
-            snapshot: args.snapshot.iter().map(|s| Input::parse(s)).collect(),
+            snapshot,
             cluster: ClusterOptions {
                 kubeconfig: args.kubeconfig.clone(),
                 context: args.context.clone(),
@@ -124,6 +126,11 @@ impl LiveSource {
     pub fn explicit_namespace(args: &LiveArgs) -> Option<&str> {
         args.namespace.as_deref()
     }
+}
+
+/// The snapshot files, directories or standard input `--snapshot` names.
+fn snapshot_inputs(args: &LiveArgs) -> Vec<Input> {
+    args.snapshot.iter().map(|s| Input::parse(s)).collect()
 }
 
 /// Why a source could not be opened, not yet reported.

@@ -8,12 +8,16 @@
 //! documents, alias bombs), each located, and no partial result should be acted upon.
 
 pub mod hooks;
+mod identity;
 pub mod limits;
 mod lines;
 mod parallel;
 mod read;
 mod split;
 mod unparsed;
+
+pub use identity::identity_errors;
+use identity::push_checked;
 
 pub use limits::Limits;
 pub use lines::{line_of, line_of_printed};
@@ -646,97 +650,6 @@ fn is_list(v: &Value) -> bool {
     let kind = v.str_at(&["kind"]).unwrap_or("");
     let has_items = v.get_path(&["items"]).is_some_and(|i| !i.is_null());
     kind == "List" || (kind.ends_with("List") && has_items)
-}
-
-/// A problem with the string at `keys`, if any.
-fn identity_problem(v: &Value, keys: &[&str], what: &str) -> Option<String> {
-    match v.get_path(keys) {
-        None | Some(Value::Null) => Some(format!("{what} is missing")),
-        Some(Value::String(s)) if s.is_empty() => Some(format!("{what} is empty")),
-        Some(Value::String(_)) => None,
-        Some(other) => Some(format!(
-            "{what} must be a string, found {}",
-            other.type_name()
-        )),
-    }
-}
-
-/// Checks an object's identity (apiVersion, kind, metadata.name) and adds it.
-fn push_checked(d: Document, out: &mut Loaded) {
-    if !out.check_identity {
-        out.documents.push(d);
-        return;
-    }
-    let problems = identity_errors(&d);
-    if problems.is_empty() {
-        out.documents.push(d);
-    } else {
-        out.errors.extend(problems);
-    }
-}
-
-/// Problems with an object's identity: apiVersion, kind and metadata.name must be non-empty
-/// strings (`generateName` cannot be applied).
-pub fn identity_errors(d: &Document) -> Vec<ManifestError> {
-    let mut problems = Vec::new();
-    for (path, keys, what) in [
-        (".apiVersion", &["apiVersion"][..], "apiVersion"),
-        (".kind", &["kind"][..], "kind"),
-        (".metadata.name", &["metadata", "name"][..], "metadata.name"),
-    ] {
-        let Some(mut message) = identity_problem(&d.object, keys, what) else {
-            continue;
-        };
-        let generated = matches!(
-            d.object.get_path(&["metadata", "generateName"]),
-            Some(Value::String(s)) if !s.is_empty()
-        );
-        if what == "metadata.name" && generated {
-            message = "metadata.generateName cannot be applied: server-side apply needs \
-                       metadata.name"
-                .into();
-        }
-        let line = match &d.lines {
-            Some(l) => lines::line_of_keys(&d.object, l, keys),
-            None => d.origin.line,
-        };
-        problems.push(ManifestError {
-            file: d.origin.file.clone(),
-            doc: Some(d.origin.doc),
-            line: Some(line),
-            path: Some(path.to_string()),
-            message,
-        });
-    }
-    // Optional, but a string when set: `namespace: no` is the boolean false to Kubernetes' YAML
-    // reader (YAML 1.1), which the apiserver cannot store as a namespace.
-    let keys = &["metadata", "namespace"][..];
-    if let Some(v) = d
-        .object
-        .get_path(keys)
-        .filter(|v| !matches!(v, Value::Null | Value::String(_)))
-    {
-        let hint = match v {
-            Value::Bool(_) => {
-                " (y, n, yes, no, on and off are booleans to Kubernetes' YAML reader: quote the name)"
-            }
-            _ => "",
-        };
-        problems.push(ManifestError {
-            file: d.origin.file.clone(),
-            doc: Some(d.origin.doc),
-            line: Some(match &d.lines {
-                Some(l) => lines::line_of_keys(&d.object, l, keys),
-                None => d.origin.line,
-            }),
-            path: Some(".metadata.namespace".into()),
-            message: format!(
-                "metadata.namespace must be a string, found {}{hint}",
-                v.type_name()
-            ),
-        });
-    }
-    problems
 }
 
 #[cfg(test)]

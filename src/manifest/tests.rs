@@ -165,7 +165,7 @@ fn a_namespace_that_is_not_a_string_is_refused_where_it_is() {
     assert_eq!(e.path.as_deref(), Some(".metadata.namespace"));
     assert_eq!(e.line, Some(5));
     assert!(e.message.contains("must be a string, found boolean"), "{e}");
-    assert!(e.message.contains("quote the name"), "{e}");
+    assert!(e.message.contains("quote the value"), "{e}");
     let e = one_error(
         "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"a\",\"namespace\":7}}",
     );
