@@ -12,7 +12,6 @@ use crate::manifest::{self, Document, Input, JsonObject, JsonText, Limits, Manif
 use crate::schema::{crd, openapi_v2, openapi_v3};
 use crate::value::Value;
 use crate::value::json::JsonError;
-use std::collections::BTreeMap;
 use std::io::Read;
 
 /// An object of a snapshot: parsed, or kept as its JSON text until read.
@@ -40,13 +39,7 @@ impl Entry {
 
     /// `e`, located at the object.
     fn error(&self, e: JsonError) -> ManifestError {
-        ManifestError {
-            file: self.origin.file.clone(),
-            doc: Some(self.origin.doc),
-            line: Some(self.origin.line),
-            path: None,
-            message: e.to_string(),
-        }
+        self.origin.error(e.to_string())
     }
 
     /// The object, parsed if it was read as such.
@@ -61,7 +54,8 @@ impl Entry {
 /// Objects, schemas and CRDs read from files.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
-    objects: BTreeMap<ObjectRef, Entry>,
+    /// In reference order, each reference once.
+    objects: Vec<(ObjectRef, Entry)>,
     /// OpenAPI documents, in the order read.
     openapi: Vec<Document>,
     source: String,
@@ -100,6 +94,7 @@ impl Snapshot {
         for (_, o) in json {
             snap.add_json(o, &mut errors);
         }
+        snap.index(&mut errors);
         if errors.is_empty() {
             Ok(snap)
         } else {
@@ -122,7 +117,7 @@ impl Snapshot {
             origin: d.origin,
             body: Body::Parsed(d.object),
         };
-        self.add(r, entry, errors);
+        self.objects.push((r, entry));
     }
 
     /// An object kept as text; a CRD is parsed now (the catalog needs it).
@@ -146,24 +141,33 @@ impl Snapshot {
             origin: o.origin,
             body,
         };
-        self.add(r, entry, errors);
+        self.objects.push((r, entry));
     }
 
-    fn add(&mut self, r: ObjectRef, entry: Entry, errors: &mut Vec<ManifestError>) {
-        if let Some(first) = self.objects.get(&r) {
-            errors.push(ManifestError {
-                file: entry.origin.file.clone(),
-                doc: Some(entry.origin.doc),
-                line: Some(entry.origin.line),
-                path: None,
-                message: format!(
-                    "{r} appears twice in the snapshot (first at {})",
-                    first.origin
-                ),
-            });
-            return;
+    /// Puts the objects, added in the order read, in reference order (one sort: files mostly
+    /// hold them in that order already); an object read twice is reported at its second place,
+    /// naming the first, in the order read.
+    fn index(&mut self, errors: &mut Vec<ManifestError>) {
+        let mut objects: Vec<(usize, (ObjectRef, Entry))> =
+            std::mem::take(&mut self.objects).into_iter().enumerate().collect();
+        // Stable: of two alike, the first read comes first.
+        objects.sort_by(|(_, (a, _)), (_, (b, _))| a.cmp(b));
+        let mut repeated = Vec::new();
+        self.objects.reserve(objects.len());
+        for (at, (r, entry)) in objects {
+            match self.objects.last() {
+                Some((last, first)) if *last == r => {
+                    let message = format!(
+                        "{r} appears twice in the snapshot (first at {})",
+                        first.origin
+                    );
+                    repeated.push((at, entry.origin.error(message)));
+                }
+                _ => self.objects.push((r, entry)),
+            }
         }
-        self.objects.insert(r, entry);
+        repeated.sort_by_key(|(at, _)| *at);
+        errors.extend(repeated.into_iter().map(|(_, e)| e));
     }
 
     /// Adds the snapshot's schemas and CRDs to a catalog.
@@ -188,18 +192,13 @@ impl Snapshot {
         }
         for (e, v) in self
             .objects
-            .values()
+            .iter()
+            .map(|(_, e)| e)
             .filter_map(|e| Some((e, e.parsed()?)))
             .filter(|(_, v)| crd::is_crd(v))
         {
             if let Err(err) = catalog.add_crd(v) {
-                errors.push(ManifestError {
-                    file: e.origin.file.clone(),
-                    doc: Some(e.origin.doc),
-                    line: Some(e.origin.line),
-                    path: None,
-                    message: err.to_string(),
-                });
+                errors.push(e.origin.error(err.to_string()));
             }
         }
         if errors.is_empty() {
@@ -211,7 +210,7 @@ impl Snapshot {
 
     /// Every object, in reference order.
     pub fn objects(&self) -> impl Iterator<Item = (&ObjectRef, &Entry)> {
-        self.objects.iter()
+        self.objects.iter().map(|(r, e)| (r, e))
     }
 
     /// Every object, in reference order, taken out of the snapshot.
@@ -261,13 +260,7 @@ fn is_openapi(v: &Value) -> bool {
 }
 
 fn located(d: &Document, message: String) -> ManifestError {
-    ManifestError {
-        file: d.origin.file.clone(),
-        doc: Some(d.origin.doc),
-        line: Some(d.origin.line),
-        path: None,
-        message,
-    }
+    d.origin.error(message)
 }
 
 /// `snapshot examples/cluster` for reports.

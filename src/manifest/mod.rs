@@ -70,6 +70,19 @@ pub struct Origin {
     pub line: u32,
 }
 
+impl Origin {
+    /// A problem with the object found here, located at its first line.
+    pub fn error(&self, message: String) -> ManifestError {
+        ManifestError {
+            file: self.file.clone(),
+            doc: Some(self.doc),
+            line: Some(self.line),
+            path: None,
+            message,
+        }
+    }
+}
+
 impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}: document {}", self.file, self.line, self.doc)?;
@@ -293,16 +306,34 @@ pub fn load_with(
 
 /// Reads every input into `out` (within its limits, as it is set up).
 pub fn load_into(inputs: &[Input], stdin: &mut dyn Read, mut out: Loaded) -> Loaded {
-    let (files, errors) = read_files(inputs, stdin, &out.limits);
+    let steps = read::plan(inputs);
+    let parallel = !out.one_thread && !out.deadline.expired();
+    if let Some((files, parsed)) = parallel
+        .then(|| parallel::read_and_parse(&steps, &out))
+        .flatten()
+    {
+        return parsed.unwrap_or_else(|| parse_in_order(&files, out));
+    }
+    let (files, errors) = read::read_planned(&steps, stdin, &out.limits);
     out.errors = errors;
+    // Objects kept as text share their file's buffer.
+    let files: Vec<SharedFile> = files
+        .into_iter()
+        .map(|(name, b)| (name, bytes::Bytes::from(b)))
+        .collect();
     if out.errors.is_empty()
-        && !out.one_thread
+        && parallel
         && let Some(parsed) = parallel::parse_files(&files, &out)
     {
         return parsed;
     }
+    parse_in_order(&files, out)
+}
+
+/// Parses the files one after the other, on this thread.
+fn parse_in_order(files: &[SharedFile], mut out: Loaded) -> Loaded {
     for (name, bytes) in files {
-        parse_into(&name, &bytes, &mut out);
+        parse_shared(name, bytes, &mut out);
     }
     out
 }
@@ -310,9 +341,22 @@ pub fn load_into(inputs: &[Input], stdin: &mut dyn Read, mut out: Loaded) -> Loa
 /// A file's name (as given) and its bytes.
 pub type FileBytes = (Arc<str>, Vec<u8>);
 
+/// A file's name and its bytes, shared with the objects kept as text.
+type SharedFile = (Arc<str>, bytes::Bytes);
+
 /// Parses one file's text into `out`, within `out`'s limits: sizes and document counts are
 /// checked on the bytes before anything is parsed.
 pub fn parse_into(name: &Arc<str>, bytes: &[u8], out: &mut Loaded) {
+    parse_file(name, bytes, None, out)
+}
+
+/// [`parse_into`]; objects kept as text share `bytes` instead of copying them.
+fn parse_shared(name: &Arc<str>, bytes: &bytes::Bytes, out: &mut Loaded) {
+    parse_file(name, bytes, Some(bytes), out)
+}
+
+/// [`parse_into`], with the buffer `bytes` lies in, when shared.
+fn parse_file(name: &Arc<str>, bytes: &[u8], owner: Option<&bytes::Bytes>, out: &mut Loaded) {
     if !out.going(name) {
         return;
     }
@@ -345,7 +389,7 @@ pub fn parse_into(name: &Arc<str>, bytes: &[u8], out: &mut Loaded) {
     };
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     match text.trim_start().as_bytes().first().copied() {
-        Some(b'{') => parse_json(name, text, out),
+        Some(b'{') => parse_json(name, text, owner, out),
         Some(b'[') => {
             // Never an object: refused without building the list.
             let lead = text.len() - text.trim_start().len();
@@ -377,8 +421,8 @@ fn json_lines(text: &str, first: u32, out: &Loaded) -> Option<Lines> {
 }
 
 /// A JSON file: one document, or a `List` too large to be one, read item by item.
-fn parse_json(name: &Arc<str>, text: &str, out: &mut Loaded) {
-    if out.keep_json && unparsed::take(name, text, out) {
+fn parse_json(name: &Arc<str>, text: &str, owner: Option<&bytes::Bytes>, out: &mut Loaded) {
+    if out.keep_json && unparsed::take(name, text, owner, out) {
         return;
     }
     if !out.count(name, 1) {

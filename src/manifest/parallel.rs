@@ -1,7 +1,8 @@
 //! Parsing on every core: many files, or one long YAML stream, split into contiguous runs (one
 //! per thread) and joined in input order, so the result is the one a single thread gives.
 
-use super::{FileBytes, Loaded, parse_into, split};
+use super::read::{self, Step};
+use super::{Loaded, SharedFile, parse_shared, split};
 use crate::value::yaml::{YamlDoc, YamlError, YamlOptions, parse_documents};
 
 /// Streams with at least this many documents are parsed on every core.
@@ -47,38 +48,75 @@ pub(super) fn parse_chunks(
     })
 }
 
+/// Reads and parses the planned files on every core, each thread reading its own run: the
+/// files when the plan holds only regular files within `out`'s limits and each read as the
+/// size the file system gave (else `None`: the caller reads them in order, one at a time),
+/// and with them their parse, as [`parse_files`] gives it.
+pub(super) fn read_and_parse(
+    steps: &[Step],
+    out: &Loaded,
+) -> Option<(Vec<SharedFile>, Option<Loaded>)> {
+    let mut files = Vec::with_capacity(steps.len());
+    for step in steps {
+        match step {
+            Step::File {
+                name,
+                path,
+                size: Some(size),
+                ..
+            } if *size <= out.limits.file_bytes => files.push((name, path, *size)),
+            _ => return None,
+        }
+    }
+    let total: u64 = files.iter().map(|(_, _, size)| size).sum();
+    if total > out.limits.total_bytes {
+        return None;
+    }
+    let runs = runs(&files, |(_, _, size)| *size)?;
+    let read: Vec<(Loaded, Vec<SharedFile>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = runs
+            .iter()
+            .map(|run| {
+                scope.spawn(|| {
+                    let mut part = part_of(out);
+                    let mut read = Vec::with_capacity(run.len());
+                    for &(name, path, size) in *run {
+                        let bytes = bytes::Bytes::from(read::read_exactly(path, size)?);
+                        parse_shared(name, &bytes, &mut part);
+                        read.push((name.clone(), bytes));
+                    }
+                    Some((part, read))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().ok().flatten())
+            .collect::<Option<Vec<_>>>()
+    })?;
+    let (parts, read): (Vec<Loaded>, Vec<Vec<SharedFile>>) = read.into_iter().unzip();
+    Some((read.into_iter().flatten().collect(), joined(parts, out)))
+}
+
 /// Parses many files on every core: contiguous runs of files of about equal size, one per
 /// thread, joined in input order. Only a clean outcome is taken: when any run finds a problem,
 /// or the runs together hold more documents than `out`'s limits allow, `None` — the caller
 /// parses the files again in order, so errors, limits and where reading stopped are exactly
 /// those of one pass.
-pub(super) fn parse_files(files: &[FileBytes], out: &Loaded) -> Option<Loaded> {
-    let threads = crate::cores::cores().min(files.len());
+pub(super) fn parse_files(files: &[SharedFile], out: &Loaded) -> Option<Loaded> {
     let total: u64 = files.iter().map(|(_, b)| b.len() as u64).sum();
-    if threads < 2 || total > out.limits.total_bytes || out.deadline.expired() {
+    if total > out.limits.total_bytes {
         return None;
     }
-    let share = total / threads as u64 + 1;
-    let mut runs: Vec<&[FileBytes]> = Vec::with_capacity(threads);
-    let (mut start, mut bytes) = (0, 0u64);
-    for (i, (_, b)) in files.iter().enumerate() {
-        bytes += b.len() as u64;
-        if bytes >= share && runs.len() + 1 < threads {
-            runs.push(&files[start..=i]);
-            (start, bytes) = (i + 1, 0);
-        }
-    }
-    runs.push(&files[start..]);
+    let runs = runs(files, |(_, b)| b.len() as u64)?;
     let parsed: Vec<Loaded> = std::thread::scope(|scope| {
         let handles: Vec<_> = runs
             .iter()
             .map(|run| {
                 scope.spawn(|| {
-                    let mut part = Loaded::new(out.limits.clone()).until(out.deadline.clone());
-                    part.check_identity = out.check_identity;
-                    part.keep_json = out.keep_json;
+                    let mut part = part_of(out);
                     for (name, b) in *run {
-                        parse_into(name, b, &mut part);
+                        parse_shared(name, b, &mut part);
                     }
                     part
                 })
@@ -89,16 +127,51 @@ pub(super) fn parse_files(files: &[FileBytes], out: &Loaded) -> Option<Loaded> {
             .map(|h| h.join().ok())
             .collect::<Option<Vec<Loaded>>>()
     })?;
+    joined(parsed, out)
+}
+
+/// `items` in contiguous runs of about equal size, one per core; `None` when there are not
+/// two runs to make, or no time left.
+fn runs<T>(items: &[T], size: impl Fn(&T) -> u64) -> Option<Vec<&[T]>> {
+    let threads = crate::cores::cores().min(items.len());
+    if threads < 2 {
+        return None;
+    }
+    let total: u64 = items.iter().map(&size).sum();
+    let share = total / threads as u64 + 1;
+    let mut runs: Vec<&[T]> = Vec::with_capacity(threads);
+    let (mut start, mut bytes) = (0, 0u64);
+    for (i, item) in items.iter().enumerate() {
+        bytes += size(item);
+        if bytes >= share && runs.len() + 1 < threads {
+            runs.push(&items[start..=i]);
+            (start, bytes) = (i + 1, 0);
+        }
+    }
+    runs.push(&items[start..]);
+    Some(runs)
+}
+
+/// An empty result set up as `out` is, for one thread's run.
+fn part_of(out: &Loaded) -> Loaded {
+    let mut part = Loaded::new(out.limits.clone()).until(out.deadline.clone());
+    part.check_identity = out.check_identity;
+    part.keep_json = out.keep_json;
+    part
+}
+
+/// The runs' results in order, if every one is clean and together they are within `out`'s
+/// limits.
+fn joined(parsed: Vec<Loaded>, out: &Loaded) -> Option<Loaded> {
     let counted: usize = parsed.iter().map(|p| p.counted).sum();
     if counted > out.limits.documents || parsed.iter().any(|p| !p.errors.is_empty() || p.stopped) {
         return None;
     }
-    let mut joined = Loaded::new(out.limits.clone()).until(out.deadline.clone());
-    joined.check_identity = out.check_identity;
-    joined.keep_json = out.keep_json;
+    let mut joined = part_of(out);
     joined.counted = counted;
     joined.bytes = parsed.iter().map(|p| p.bytes).sum();
     joined.documents = Vec::with_capacity(parsed.iter().map(|p| p.documents.len()).sum());
+    joined.json_objects = Vec::with_capacity(parsed.iter().map(|p| p.json_objects.len()).sum());
     for p in parsed {
         let before = joined.documents.len();
         joined.documents.extend(p.documents);

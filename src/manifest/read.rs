@@ -20,10 +20,34 @@ struct Reader<'l> {
     limits: &'l Limits,
     /// Bytes read so far, every input together.
     total: u64,
-    /// Directories entered, by device and inode.
-    visited: HashSet<(u64, u64)>,
     files: Vec<FileBytes>,
     errors: Vec<ManifestError>,
+}
+
+/// Searches the inputs for files, in order, reading nothing.
+#[derive(Default)]
+struct Planner {
+    /// Directories entered, by device and inode.
+    visited: HashSet<(u64, u64)>,
+    plan: Vec<Step>,
+}
+
+/// One step of reading the inputs, in order: what was found while searching them, before
+/// anything is read.
+pub(super) enum Step {
+    Stdin,
+    /// A file: `size` for a regular file, as the file system says it.
+    File {
+        name: Arc<str>,
+        path: PathBuf,
+        size: Option<u64>,
+        fifo: bool,
+    },
+    /// A problem found while searching (reported where it was found, in order).
+    Fail {
+        name: Arc<str>,
+        message: String,
+    },
 }
 
 impl Reader<'_> {
@@ -78,67 +102,36 @@ impl Reader<'_> {
         }
     }
 
-    fn walk(&mut self, p: &Path, named: bool) {
-        let name: Arc<str> = Arc::from(p.display().to_string());
-        let meta = match std::fs::metadata(p) {
-            Ok(m) => m,
-            Err(e) => return self.fail(&name, format!("cannot read: {e}")),
+    /// Takes one step of a plan.
+    fn take(&mut self, step: &Step, stdin: &mut dyn Read) {
+        let (name, path, size, fifo) = match step {
+            Step::Stdin => return self.read_capped(Arc::from("<stdin>"), stdin, 0),
+            Step::Fail { name, message } => return self.fail(name, message.clone()),
+            Step::File {
+                name,
+                path,
+                size,
+                fifo,
+            } => (name.clone(), path, *size, *fifo),
         };
-        let ft = meta.file_type();
-        if ft.is_dir() {
-            if !self.visited.insert((meta.dev(), meta.ino())) {
-                return self.fail(
-                    &name,
-                    "this directory was already read (a symbolic link loop?): not read again"
-                        .into(),
-                );
-            }
-            let mut entries: Vec<PathBuf> = match std::fs::read_dir(p) {
-                Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
-                Err(e) => return self.fail(&name, format!("cannot read: {e}")),
-            };
-            entries.sort();
-            for e in entries {
-                self.walk(&e, false);
-            }
-            return;
-        }
-        if !named {
-            let manifest_like = p
-                .extension()
-                .and_then(|x| x.to_str())
-                .is_some_and(|x| matches!(x, "yaml" | "yml" | "json"));
-            if !manifest_like {
-                return;
-            }
-            if !ft.is_file() {
-                return self.fail(
-                    &name,
-                    format!(
-                        "not a regular file ({}): name it on the command line to read it",
-                        kind_of(&ft)
-                    ),
-                );
-            }
-        }
-        if ft.is_file() {
+        if let Some(size) = size {
             let (cap, limit) = self.allowance();
-            if meta.len() > cap {
-                let msg = format!("file is {} bytes, {}", meta.len(), self.refuse(limit));
+            if size > cap {
+                let msg = format!("file is {size} bytes, {}", self.refuse(limit));
                 return self.fail(&name, msg);
             }
         }
         let mut opts = std::fs::OpenOptions::new();
         opts.read(true);
-        if ft.is_fifo() {
+        if fifo {
             // Opening a FIFO for reading waits for a writer; this does not.
             opts.custom_flags(libc::O_NONBLOCK);
         }
-        let mut file = match opts.open(p) {
+        let mut file = match opts.open(path) {
             Ok(f) => f,
             Err(e) => return self.fail(&name, format!("cannot read: {e}")),
         };
-        if ft.is_fifo() {
+        if fifo {
             // Reads block again (until data, or the end when every writer is gone).
             use std::os::fd::AsRawFd;
             let fd = file.as_raw_fd();
@@ -150,8 +143,7 @@ impl Reader<'_> {
                 }
             }
         }
-        let size = if ft.is_file() { meta.len() } else { 0 };
-        self.read_capped(name, &mut file, size);
+        self.read_capped(name, &mut file, size.unwrap_or(0));
     }
 }
 
@@ -169,24 +161,113 @@ fn kind_of(ft: &std::fs::FileType) -> &'static str {
     }
 }
 
+impl Planner {
+    /// Plans the reading of `p` and what it holds (a directory: its manifest files, in name
+    /// order); `named`: given on the command line.
+    fn walk(&mut self, p: &Path, named: bool) {
+        let name: Arc<str> = Arc::from(p.display().to_string());
+        let meta = match std::fs::metadata(p) {
+            Ok(m) => m,
+            Err(e) => return self.plan_failure(name, format!("cannot read: {e}")),
+        };
+        let ft = meta.file_type();
+        if ft.is_dir() {
+            if !self.visited.insert((meta.dev(), meta.ino())) {
+                return self.plan_failure(
+                    name,
+                    "this directory was already read (a symbolic link loop?): not read again"
+                        .into(),
+                );
+            }
+            let mut entries: Vec<PathBuf> = match std::fs::read_dir(p) {
+                Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
+                Err(e) => return self.plan_failure(name, format!("cannot read: {e}")),
+            };
+            entries.sort();
+            for e in entries {
+                self.walk(&e, false);
+            }
+            return;
+        }
+        if !named {
+            let manifest_like = p
+                .extension()
+                .and_then(|x| x.to_str())
+                .is_some_and(|x| matches!(x, "yaml" | "yml" | "json"));
+            if !manifest_like {
+                return;
+            }
+            if !ft.is_file() {
+                let message = format!(
+                    "not a regular file ({}): name it on the command line to read it",
+                    kind_of(&ft)
+                );
+                return self.plan_failure(name, message);
+            }
+        }
+        self.plan.push(Step::File {
+            name,
+            path: p.to_path_buf(),
+            size: ft.is_file().then(|| meta.len()),
+            fifo: ft.is_fifo(),
+        });
+    }
+
+    fn plan_failure(&mut self, name: Arc<str>, message: String) {
+        self.plan.push(Step::Fail { name, message });
+    }
+}
+
 /// The files the inputs name (directories expanded), read within `limits` but not parsed.
 pub fn read_files(
     inputs: &[Input],
     stdin: &mut dyn Read,
     limits: &Limits,
 ) -> (Vec<FileBytes>, Vec<ManifestError>) {
-    let mut r = Reader {
-        limits,
-        total: 0,
-        visited: HashSet::new(),
-        files: Vec::new(),
-        errors: Vec::new(),
-    };
+    read_planned(&plan(inputs), stdin, limits)
+}
+
+/// The steps of reading the inputs: directories searched, nothing read yet.
+pub(super) fn plan(inputs: &[Input]) -> Vec<Step> {
+    let mut r = Planner::default();
     for input in inputs {
         match input {
-            Input::Stdin => r.read_capped(Arc::from("<stdin>"), stdin, 0),
+            Input::Stdin => r.plan.push(Step::Stdin),
             Input::Path(p) => r.walk(p, true),
         }
     }
+    r.plan
+}
+
+/// Takes the steps in order, within `limits`.
+pub(super) fn read_planned(
+    steps: &[Step],
+    stdin: &mut dyn Read,
+    limits: &Limits,
+) -> (Vec<FileBytes>, Vec<ManifestError>) {
+    let mut r = Reader::new(limits);
+    for step in steps {
+        r.take(step, stdin);
+    }
     (r.files, r.errors)
+}
+
+/// A regular file's bytes, if it holds `size` of them (else it changed since it was planned,
+/// or cannot be read).
+pub(super) fn read_exactly(path: &Path, size: u64) -> Option<Vec<u8>> {
+    let file = std::fs::File::open(path).ok()?;
+    let mut bytes = Vec::with_capacity(usize::try_from(size).ok()?.checked_add(1)?);
+    let n = file.take(size + 1).read_to_end(&mut bytes).ok()?;
+    (n as u64 == size).then_some(bytes)
+}
+
+impl<'l> Reader<'l> {
+    fn new(limits: &'l Limits) -> Reader<'l> {
+        Reader {
+            limits,
+            total: 0,
+            files: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
 }

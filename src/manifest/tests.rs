@@ -369,5 +369,64 @@ fn parsing_on_every_core_gives_what_one_thread_gives() {
         many.1
     );
     assert_eq!(many, one);
+
+    // Over a limit (the inputs together, one file, the documents), and JSON kept as text:
+    // whether the threads read the files or one thread does, the same outcome.
+    let limited = |limits: Limits, keep: bool, one: bool| {
+        let mut l = Loaded::new(limits);
+        if keep {
+            l = l.any_documents().keeping_json();
+        }
+        let l = if one { l.on_one_thread() } else { l };
+        let l = load_into(&[Input::Path(clean.clone())], &mut std::io::empty(), l);
+        let kept: Vec<_> = l
+            .json_objects
+            .iter()
+            .map(|(at, o)| (*at, o.origin.clone(), o.text.as_bytes().to_vec()))
+            .collect();
+        (
+            format!("{:?}", l.documents),
+            format!("{:?}", l.errors),
+            kept,
+        )
+    };
+    let size = |p: std::path::PathBuf| std::fs::metadata(p).unwrap().len();
+    let cases = [
+        (Limits::MANIFESTS, true, false),
+        (
+            Limits {
+                total_bytes: size(clean.join("a-long.yaml")) + 500,
+                ..Limits::MANIFESTS
+            },
+            false,
+            true,
+        ),
+        (
+            Limits {
+                file_bytes: 100,
+                ..Limits::MANIFESTS
+            },
+            false,
+            true,
+        ),
+        (
+            Limits {
+                documents: 200,
+                ..Limits::MANIFESTS
+            },
+            true,
+            true,
+        ),
+    ];
+    for (limits, keep, refused) in cases {
+        let (many, one) = (
+            limited(limits.clone(), keep, false),
+            limited(limits.clone(), keep, true),
+        );
+        assert_eq!(many, one, "{limits:?}");
+        assert_eq!(many.1.contains("ManifestError"), refused, "{}", many.1);
+        // Clean, the JSON files are kept as text when asked (what a refusal keeps is moot).
+        assert!(refused || many.2.is_empty() != keep, "{limits:?}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -7,24 +7,21 @@ use super::{Loaded, Origin};
 use crate::value::Value;
 use crate::value::json::{self, JsonError};
 use crate::value::skim::{self, Found, Items, Skim};
-use std::ops::Range;
+use bytes::Bytes;
 use std::sync::Arc;
 
-/// An object's JSON text: a range of its file's.
+/// An object's JSON text: a part of its file's buffer, shared.
 #[derive(Clone, Debug)]
-pub struct JsonText {
-    file: Arc<str>,
-    range: Range<usize>,
-}
+pub struct JsonText(Bytes);
 
 impl JsonText {
-    pub fn as_str(&self) -> &str {
-        &self.file[self.range.clone()]
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
     }
 
     /// The object, as [`json::parse_strict`] reads it (a skim found that it accepts it).
     pub fn parse(&self) -> Result<Value, JsonError> {
-        json::parse_strict(self.as_str().as_bytes())
+        json::parse_strict(&self.0)
     }
 }
 
@@ -42,7 +39,8 @@ pub struct JsonObject {
 
 /// Takes a JSON file's objects as text into `out` when every one is clean, counted as a parse
 /// counts them; false, with nothing taken or counted, otherwise: the caller parses the file.
-pub(super) fn take(name: &Arc<str>, text: &str, out: &mut Loaded) -> bool {
+/// `owner`: the buffer `text` lies in, which the objects then share (else they copy `text`).
+pub(super) fn take(name: &Arc<str>, text: &str, owner: Option<&Bytes>, out: &mut Loaded) -> bool {
     let Some(mut top) = skim::top(text) else {
         return false;
     };
@@ -86,7 +84,10 @@ pub(super) fn take(name: &Arc<str>, text: &str, out: &mut Loaded) -> bool {
         return false;
     }
     out.counted += counted;
-    let file: Arc<str> = Arc::from(text);
+    let file = match owner.and_then(|b| Some((b, within(b, text)?))) {
+        Some((b, at)) => b.slice(at),
+        None => Bytes::copy_from_slice(text.as_bytes()),
+    };
     let (base, bytes) = (text.as_ptr() as usize, text.as_bytes());
     let (mut seen, mut line) = (0usize, 1u32);
     for (i, (t, s)) in found.into_iter().enumerate() {
@@ -104,10 +105,7 @@ pub(super) fn take(name: &Arc<str>, text: &str, out: &mut Loaded) -> bool {
                 item: is_list.then_some(i),
                 line,
             },
-            text: JsonText {
-                file: file.clone(),
-                range: start..start + t.len(),
-            },
+            text: JsonText(file.slice(start..start + t.len())),
             api_version: string(s.api_version),
             kind: string(s.kind),
             namespace: string(s.namespace),
@@ -116,6 +114,13 @@ pub(super) fn take(name: &Arc<str>, text: &str, out: &mut Loaded) -> bool {
         out.json_objects.push((out.documents.len(), object));
     }
     true
+}
+
+/// Where `text` lies in `buffer`, if it does.
+fn within(buffer: &[u8], text: &str) -> Option<std::ops::Range<usize>> {
+    let start = (text.as_ptr() as usize).checked_sub(buffer.as_ptr() as usize)?;
+    let end = start.checked_add(text.len())?;
+    (end <= buffer.len()).then_some(start..end)
 }
 
 /// An object a parse would take as it is: named by non-empty strings (a namespace, when set,
@@ -286,7 +291,9 @@ mod tests {
                 assert_eq!(o.kind, at(&["kind"]), "{what}");
                 assert_eq!(o.name, at(&["metadata", "name"]), "{what}");
                 assert_eq!(o.namespace, at(&["metadata", "namespace"]), "{what}");
-                let line = 1 + text[..text.find(o.text.as_str()).unwrap()]
+                let line = 1 + text[..text
+                    .find(std::str::from_utf8(o.text.as_bytes()).unwrap())
+                    .unwrap()]
                     .matches('\n')
                     .count();
                 assert_eq!(o.origin.line as usize, line, "{what}");
