@@ -9,7 +9,7 @@
 use super::element::PathElement;
 use super::serialize::{FieldsV1Error, MAX_DEPTH, PeError, parse_pe, unescape_simple};
 use super::set::Set;
-use crate::value::Str;
+use crate::value::{Str, Value};
 use std::cmp::Ordering;
 
 /// Decodes FieldsV1 JSON bytes.
@@ -137,34 +137,14 @@ impl<'a> Decoder<'a> {
         Ok((Some(node), is_member))
     }
 
-    /// Adds a member to the node whose members start at `base` (kept sorted, first one kept).
     #[inline]
     fn add_member(&mut self, base: usize, pe: PathElement) {
-        let node = &self.members[base..];
-        match node.last() {
-            Some(last) if last.compare(&pe) != Ordering::Less => {
-                if let Err(i) = node.binary_search_by(|m| m.compare(&pe)) {
-                    self.members.insert(base + i, pe);
-                }
-            }
-            _ => self.members.push(pe),
-        }
+        add_member(&mut self.members, base, pe);
     }
 
-    /// Adds a child to the node whose children start at `base` (a repeated key replaces the
-    /// earlier subtree).
     #[inline]
     fn put_child(&mut self, base: usize, pe: PathElement, set: Set) {
-        let node = &self.children[base..];
-        match node.last() {
-            Some((last, _)) if last.compare(&pe) != Ordering::Less => {
-                match node.binary_search_by(|(c, _)| c.compare(&pe)) {
-                    Ok(i) => self.children[base + i].1 = set,
-                    Err(i) => self.children.insert(base + i, (pe, set)),
-                }
-            }
-            _ => self.children.push((pe, set)),
-        }
+        put_child(&mut self.children, base, pe, set);
     }
 
     /// Reads a key and classifies it. Keys without escapes are read in place, and `f:` ones
@@ -376,6 +356,102 @@ impl<'a> Decoder<'a> {
     }
 }
 
+/// Adds a member to the node whose members start at `base` (kept sorted, first one kept).
+#[inline]
+fn add_member(members: &mut Vec<PathElement>, base: usize, pe: PathElement) {
+    let node = &members[base..];
+    match node.last() {
+        Some(last) if last.compare(&pe) != Ordering::Less => {
+            if let Err(i) = node.binary_search_by(|m| m.compare(&pe)) {
+                members.insert(base + i, pe);
+            }
+        }
+        _ => members.push(pe),
+    }
+}
+
+/// Adds a child to the node whose children start at `base` (a repeated key replaces the
+/// earlier subtree).
+#[inline]
+fn put_child(children: &mut Vec<(PathElement, Set)>, base: usize, pe: PathElement, set: Set) {
+    let node = &children[base..];
+    match node.last() {
+        Some((last, _)) if last.compare(&pe) != Ordering::Less => {
+            match node.binary_search_by(|(c, _)| c.compare(&pe)) {
+                Ok(i) => children[base + i].1 = set,
+                Err(i) => children.insert(base + i, (pe, set)),
+            }
+        }
+        _ => children.push((pe, set)),
+    }
+}
+
+/// FieldsV1 already parsed (as part of a larger document), read as [`decode`] reads its text
+/// (`vjson::to_string`): the same set, or `None` when the text would not decode cleanly, which
+/// the caller then decodes to say why.
+pub(super) fn decode_value(v: &Value) -> Option<Set> {
+    let (children, _) = value_object(v, 0)?;
+    Some(children.unwrap_or_default())
+}
+
+/// [`Decoder::object`] over a parsed value.
+fn value_object(v: &Value, depth: usize) -> Option<(Option<Set>, bool)> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    let m = match v {
+        Value::Null => return Some((None, true)),
+        Value::Map(m) if m.is_empty() => return Some((None, true)),
+        Value::Map(m) => m,
+        _ => return None,
+    };
+    let (mut members, mut children) = (Vec::new(), Vec::new());
+    let (mut has_children, mut is_member) = (false, false);
+    for (k, val) in m.iter() {
+        match classify(k) {
+            Key::Itself => {
+                is_member = true;
+                within_depth(val, depth)?;
+            }
+            Key::Unknown => within_depth(val, depth)?,
+            Key::Invalid(_) => return None,
+            Key::Element(pe) => {
+                // `{}` is read without a look at the depth, as the text's is.
+                let (grand, child_member) = match val {
+                    Value::Map(c) if c.is_empty() => (None, true),
+                    _ => value_object(val, depth + 1)?,
+                };
+                has_children = true;
+                match (child_member, grand) {
+                    (true, Some(g)) => {
+                        add_member(&mut members, 0, pe.clone());
+                        put_child(&mut children, 0, pe, g);
+                    }
+                    (true, None) => add_member(&mut members, 0, pe),
+                    (false, Some(g)) => put_child(&mut children, 0, pe, g),
+                    (false, None) => {}
+                }
+            }
+        }
+    }
+    if !has_children {
+        return Some((None, true));
+    }
+    Some((Some(Set::from_sorted_parts(members, children)), is_member))
+}
+
+/// [`Decoder::skip_value`]'s depth check over a parsed value.
+fn within_depth(v: &Value, depth: usize) -> Option<()> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    match v {
+        Value::Map(m) => m.iter().try_for_each(|(_, c)| within_depth(c, depth + 1)),
+        Value::List(l) => l.iter().try_for_each(|c| within_depth(c, depth + 1)),
+        _ => Some(()),
+    }
+}
+
 const LO: u64 = 0x0101_0101_0101_0101;
 const HI: u64 = 0x8080_8080_8080_8080;
 
@@ -418,6 +494,77 @@ fn classify(k: &str) -> Key {
 mod tests {
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
+
+    /// A FieldsV1-like tree: known and unknown keys, `.` markers, leaves, nulls, and now and
+    /// then something the format refuses (a scalar under a path element, a bad key).
+    fn tree(rng: &mut StdRng, depth: usize) -> crate::value::Value {
+        use crate::value::{Map, Value};
+        const KEYS: &[&str] = &[
+            "f:a",
+            "f:b",
+            "f:c",
+            "k:{\"name\":\"n\"}",
+            "k:{\"port\":80,\"protocol\":\"TCP\"}",
+            "v:\"x\"",
+            "v:3",
+            "i:0",
+            "i:2",
+            ".",
+            "z:unknown",
+            "k:oops",
+            "i:x",
+            "f:",
+        ];
+        let mut m = Map::new();
+        for _ in 0..rng.gen_range(0..5) {
+            let key = KEYS[rng.gen_range(0..KEYS.len())];
+            let value = match rng.gen_range(0..20) {
+                0 => Value::Null,
+                1 => Value::Int(7),
+                2 => Value::List(vec![Value::Bool(true), Value::Map(Map::new())]),
+                3..=8 => Value::Map(Map::new()),
+                _ if depth < 5 => tree(rng, depth + 1),
+                _ => Value::Map(Map::new()),
+            };
+            m.insert(key, value);
+        }
+        Value::Map(m)
+    }
+
+    /// A parsed FieldsV1 reads as its text does: the same set, and nothing the text refuses.
+    #[test]
+    fn a_parsed_fields_v1_reads_as_its_text() {
+        use crate::value::json::{Style, to_string};
+        use crate::value::{Map, Value};
+        let mut rng = StdRng::seed_from_u64(11);
+        let (mut read, mut refused) = (0, 0);
+        let mut cases: Vec<Value> = (0..5_000).map(|_| tree(&mut rng, 0)).collect();
+        // Nesting at and past the limit.
+        for depth in [super::MAX_DEPTH - 1, super::MAX_DEPTH, super::MAX_DEPTH + 2] {
+            let mut v = Value::Map(Map::new());
+            for _ in 0..depth {
+                let mut m = Map::new();
+                m.insert("f:a", v);
+                v = Value::Map(m);
+            }
+            cases.push(v);
+        }
+        for v in &cases {
+            let text = to_string(v, Style::PLAIN);
+            match (super::decode_value(v), super::decode(text.as_bytes())) {
+                (Some(a), Ok(b)) => {
+                    assert!(a.equals(&b), "{text}");
+                    read += 1;
+                }
+                (None, Err(_)) => refused += 1,
+                (a, b) => panic!("{text}: parsed {a:?}, text {b:?}"),
+            }
+        }
+        assert!(
+            read > 1_000 && refused > 1_000,
+            "{read} read, {refused} refused"
+        );
+    }
 
     #[test]
     fn word_scan_finds_the_first_quote_or_backslash() {

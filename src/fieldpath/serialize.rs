@@ -33,9 +33,13 @@ impl Set {
     }
 
     /// Decodes FieldsV1 that was already parsed as part of a larger JSON or YAML document.
+    /// The same set (or error) as decoding its JSON text; only a problem is written out as
+    /// text, to be located in it.
     pub fn from_fields_v1_value(v: &Value) -> Result<Set, FieldsV1Error> {
-        let text = vjson::to_string(v, Style::PLAIN);
-        Set::from_fields_v1(text.as_bytes())
+        match super::decode::decode_value(v) {
+            Some(set) => Ok(set),
+            None => Set::from_fields_v1(vjson::to_string(v, Style::PLAIN).as_bytes()),
+        }
     }
 }
 

@@ -148,8 +148,10 @@ impl Snapshot {
     /// hold them in that order already); an object read twice is reported at its second place,
     /// naming the first, in the order read.
     fn index(&mut self, errors: &mut Vec<ManifestError>) {
-        let mut objects: Vec<(usize, (ObjectRef, Entry))> =
-            std::mem::take(&mut self.objects).into_iter().enumerate().collect();
+        let mut objects: Vec<(usize, (ObjectRef, Entry))> = std::mem::take(&mut self.objects)
+            .into_iter()
+            .enumerate()
+            .collect();
         // Stable: of two alike, the first read comes first.
         objects.sort_by(|(_, (a, _)), (_, (b, _))| a.cmp(b));
         let mut repeated = Vec::new();

@@ -100,8 +100,36 @@ pub fn parse_identity(key: &str) -> Option<Identity> {
 
 /// kube-apiserver's `DecodeManagedFields`.
 pub fn decode(entries: &[ManagedFieldsEntry]) -> Result<Managed, String> {
+    decode_each(
+        entries
+            .iter()
+            .map(|e| (e, e.fields_v1.as_deref().map(Fields::Text))),
+    )
+}
+
+/// [`decode`] of entries as [`read_entries`] gives them, each FieldsV1 read as parsed instead
+/// of written out as text and parsed again.
+pub fn decode_read(entries: &[(ManagedFieldsEntry, Option<&Value>)]) -> Result<Managed, String> {
+    decode_each(entries.iter().map(|(e, raw)| {
+        let fields = raw.map(|raw| match raw {
+            Value::String(s) => Fields::Text(s),
+            v => Fields::Parsed(v),
+        });
+        (e, fields)
+    }))
+}
+
+/// An entry's FieldsV1: its text, or the object parsed with the rest.
+enum Fields<'a> {
+    Text(&'a str),
+    Parsed(&'a Value),
+}
+
+fn decode_each<'a>(
+    entries: impl Iterator<Item = (&'a ManagedFieldsEntry, Option<Fields<'a>>)>,
+) -> Result<Managed, String> {
     let mut m = Managed::default();
-    for (i, e) in entries.iter().enumerate() {
+    for (i, (e, fields)) in entries.enumerate() {
         let op = match e.operation.as_str() {
             "Apply" => Operation::Apply,
             "Update" => Operation::Update,
@@ -120,12 +148,14 @@ pub fn decode(entries: &[ManagedFieldsEntry]) -> Result<Managed, String> {
             }
         }
         let key = identity(&e.manager, op, &e.api_version, &e.subresource);
-        let set = match e.fields_v1.as_deref() {
-            None | Some("null") | Some("") => Set::new(),
-            Some(raw) => Set::from_fields_v1(raw.as_bytes()).map_err(|err| {
-                format!("error decoding versioned set for {key}: error decoding set: {err}")
-            })?,
-        };
+        let set = match fields {
+            None | Some(Fields::Text("null" | "")) => Ok(Set::new()),
+            Some(Fields::Text(raw)) => Set::from_fields_v1(raw.as_bytes()),
+            Some(Fields::Parsed(v)) => Set::from_fields_v1_value(v),
+        }
+        .map_err(|err| {
+            format!("error decoding versioned set for {key}: error decoding set: {err}")
+        })?;
         m.fields.insert(
             key.clone(),
             VersionedSet {
@@ -199,6 +229,22 @@ pub fn format_time(t: Time) -> String {
 /// Reads a `managedFields` list (from an object or a case file). `fieldsV1` may be an object
 /// or a JSON string. An entry without `fieldsType` gets `FieldsV1` unless it is entirely empty.
 pub fn entries_from_value(v: &Value) -> Result<Vec<ManagedFieldsEntry>, String> {
+    let entries = read_entries(v)?;
+    Ok(entries
+        .into_iter()
+        .map(|(mut e, raw)| {
+            e.fields_v1 = raw.map(|raw| match raw {
+                Value::String(s) => s.to_string(),
+                other => crate::value::json::to_string(other, crate::value::json::Style::PLAIN),
+            });
+            e
+        })
+        .collect())
+}
+
+/// The entries of a `managedFields` list, each without its FieldsV1, which comes beside it as
+/// found (`None` when absent or null).
+pub fn read_entries(v: &Value) -> Result<Vec<(ManagedFieldsEntry, Option<&Value>)>, String> {
     let list = match v {
         Value::Null => return Ok(vec![]),
         Value::List(l) => l,
@@ -220,27 +266,21 @@ pub fn entries_from_value(v: &Value) -> Result<Vec<ManagedFieldsEntry>, String> 
             t if t.is_empty() => None,
             t => Some(parse_time(&t)?),
         };
-        let fields_v1 = match m.get("fieldsV1") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(s.to_string()),
-            Some(other) => Some(crate::value::json::to_string(
-                other,
-                crate::value::json::Style::PLAIN,
-            )),
-        };
+        let raw = m.get("fieldsV1").filter(|v| !v.is_null());
         let mut e = ManagedFieldsEntry {
             manager: s("manager")?,
             operation: s("operation")?,
             api_version: s("apiVersion")?,
             time,
             fields_type: s("fieldsType")?,
-            fields_v1,
+            fields_v1: None,
             subresource: s("subresource")?,
         };
-        if e.fields_type.is_empty() && e != ManagedFieldsEntry::default() {
+        // Defaulted as kube-apiserver defaults it, FieldsV1 counted as set.
+        if e.fields_type.is_empty() && (raw.is_some() || e != ManagedFieldsEntry::default()) {
             e.fields_type = "FieldsV1".into();
         }
-        out.push(e);
+        out.push((e, raw));
     }
     Ok(out)
 }

@@ -121,10 +121,10 @@ impl Prepared {
     /// Prepares `object` (which may carry `metadata.managedFields`) for requests of `tr`.
     pub fn new(schema: &Schema, tr: &TypeRef, object: &Value) -> Result<Prepared, ManagerError> {
         let entries = match object.get_path(&["metadata", "managedFields"]) {
-            Some(mf) => super::entry::entries_from_value(mf).map_err(ManagerError::Failed)?,
+            Some(mf) => super::entry::read_entries(mf).map_err(ManagerError::Failed)?,
             None => vec![],
         };
-        let mut managed = decode(&entries)
+        let mut managed = super::entry::decode_read(&entries)
             .map_err(|e| ManagerError::Failed(format!("failed to decode managed fields: {e}")))?;
         let object = without_managed_fields(object);
         typed::validate(schema, tr, &object, true).map_err(|e| {
