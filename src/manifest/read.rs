@@ -208,7 +208,7 @@ impl Planner {
         self.plan.push(Step::File {
             name,
             path: p.to_path_buf(),
-            size: ft.is_file().then(|| meta.len()),
+            size: ft.is_file().then_some(meta.len()),
             fifo: ft.is_fifo(),
         });
     }
