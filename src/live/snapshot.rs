@@ -80,6 +80,7 @@ impl Snapshot {
         let loaded = manifest::load_into(inputs, stdin, out);
         let mut errors = loaded.errors;
         let mut snap = Snapshot {
+            objects: Vec::with_capacity(loaded.documents.len() + loaded.json_objects.len()),
             source: describe_inputs(inputs),
             ..Snapshot::default()
         };
@@ -122,54 +123,61 @@ impl Snapshot {
 
     /// An object kept as text; a CRD is parsed now (the catalog needs it).
     fn add_json(&mut self, o: JsonObject, errors: &mut Vec<ManifestError>) {
-        let r = ObjectRef::new(&o.api_version, &o.kind, &o.namespace, &o.name);
-        let body = if o.kind == "CustomResourceDefinition"
-            && o.api_version.starts_with("apiextensions.k8s.io/")
-        {
-            let entry = Entry {
-                origin: o.origin.clone(),
-                body: Body::Json(o.text.clone()),
-            };
-            match entry.value() {
-                Ok(v) => Body::Parsed(v),
-                Err(e) => return errors.push(e),
-            }
-        } else {
-            Body::Json(o.text)
-        };
+        let JsonObject {
+            origin,
+            text,
+            api_version: mut group,
+            kind,
+            namespace,
+            name,
+        } = o;
         let entry = Entry {
-            origin: o.origin,
-            body,
+            origin,
+            body: Body::Json(text),
+        };
+        let entry =
+            if kind == "CustomResourceDefinition" && group.starts_with("apiextensions.k8s.io/") {
+                match entry.value() {
+                    Ok(v) => Entry {
+                        body: Body::Parsed(v),
+                        ..entry
+                    },
+                    Err(e) => return errors.push(e),
+                }
+            } else {
+                entry
+            };
+        // The group is the apiVersion's part before its last `/` (none for the core group).
+        group.truncate(group.rfind('/').unwrap_or(0));
+        let r = ObjectRef {
+            group,
+            kind,
+            namespace,
+            name,
         };
         self.objects.push((r, entry));
     }
 
-    /// Puts the objects, added in the order read, in reference order (one sort: files mostly
-    /// hold them in that order already); an object read twice is reported at its second place,
-    /// naming the first, in the order read.
+    /// Puts the objects, added in the order read, in reference order; an object read twice is
+    /// reported at its second place, naming the first.
     fn index(&mut self, errors: &mut Vec<ManifestError>) {
-        let mut objects: Vec<(usize, (ObjectRef, Entry))> = std::mem::take(&mut self.objects)
-            .into_iter()
-            .enumerate()
-            .collect();
         // Stable: of two alike, the first read comes first.
-        objects.sort_by(|(_, (a, _)), (_, (b, _))| a.cmp(b));
+        self.objects.sort_by(|(a, _), (b, _)| a.cmp(b));
         let mut repeated = Vec::new();
-        self.objects.reserve(objects.len());
-        for (at, (r, entry)) in objects {
-            match self.objects.last() {
-                Some((last, first)) if *last == r => {
-                    let message = format!(
-                        "{r} appears twice in the snapshot (first at {})",
-                        first.origin
-                    );
-                    repeated.push((at, entry.origin.error(message)));
-                }
-                _ => self.objects.push((r, entry)),
+        self.objects.dedup_by(|(r, again), (first_ref, first)| {
+            let same = r == first_ref;
+            if same {
+                let message = format!(
+                    "{r} appears twice in the snapshot (first at {})",
+                    first.origin
+                );
+                repeated.push(again.origin.error(message));
             }
-        }
-        repeated.sort_by_key(|(at, _)| *at);
-        errors.extend(repeated.into_iter().map(|(_, e)| e));
+            same
+        });
+        // By file name, document and line: the order read, within a directory.
+        repeated.sort_by(|a, b| (&a.file, a.doc, a.line).cmp(&(&b.file, b.doc, b.line)));
+        errors.extend(repeated);
     }
 
     /// Adds the snapshot's schemas and CRDs to a catalog.
