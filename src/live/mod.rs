@@ -43,16 +43,32 @@ impl ObjectRef {
     /// The reference of an object named so (the group taken from `api_version`).
     pub fn new(api_version: &str, kind: &str, namespace: &str, name: &str) -> ObjectRef {
         ObjectRef {
-            group: api_version
-                .rsplit_once('/')
-                .map_or("", |(g, _)| g)
-                .to_string(),
+            group: group_of(api_version).to_string(),
             kind: kind.to_string(),
             namespace: namespace.to_string(),
             name: name.to_string(),
         }
     }
+
+    /// [`ObjectRef::new`], taking the strings (the group is cut from `api_version` in place).
+    pub fn from_owned(api_version: String, kind: String, namespace: String, name: String) -> Self {
+        let mut group = api_version;
+        group.truncate(group_of(&group).len());
+        ObjectRef {
+            group,
+            kind,
+            namespace,
+            name,
+        }
+    }
 }
+
+/// An apiVersion's group: its part before the last `/` (none for the core group).
+fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(g, _)| g)
+}
+
+impl ObjectRef {}
 
 impl fmt::Display for ObjectRef {
     /// `Deployment.apps shop/web`, `Namespace shop`.

@@ -54,8 +54,8 @@ impl Entry {
 /// Objects, schemas and CRDs read from files.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
-    /// In reference order, each reference once.
-    objects: Vec<(ObjectRef, Entry)>,
+    /// In reference order, each reference once, with its place in the order read.
+    objects: Vec<(ObjectRef, usize, Entry)>,
     /// OpenAPI documents, in the order read.
     openapi: Vec<Document>,
     source: String,
@@ -118,7 +118,7 @@ impl Snapshot {
             origin: d.origin,
             body: Body::Parsed(d.object),
         };
-        self.objects.push((r, entry));
+        self.push(r, entry);
     }
 
     /// An object kept as text; a CRD is parsed now (the catalog needs it).
@@ -126,7 +126,7 @@ impl Snapshot {
         let JsonObject {
             origin,
             text,
-            api_version: mut group,
+            api_version,
             kind,
             namespace,
             name,
@@ -135,49 +135,49 @@ impl Snapshot {
             origin,
             body: Body::Json(text),
         };
-        let entry =
-            if kind == "CustomResourceDefinition" && group.starts_with("apiextensions.k8s.io/") {
-                match entry.value() {
-                    Ok(v) => Entry {
-                        body: Body::Parsed(v),
-                        ..entry
-                    },
-                    Err(e) => return errors.push(e),
-                }
-            } else {
-                entry
-            };
-        // The group is the apiVersion's part before its last `/` (none for the core group).
-        group.truncate(group.rfind('/').unwrap_or(0));
-        let r = ObjectRef {
-            group,
-            kind,
-            namespace,
-            name,
+        let entry = if kind == "CustomResourceDefinition"
+            && api_version.starts_with("apiextensions.k8s.io/")
+        {
+            match entry.value() {
+                Ok(v) => Entry {
+                    body: Body::Parsed(v),
+                    ..entry
+                },
+                Err(e) => return errors.push(e),
+            }
+        } else {
+            entry
         };
-        self.objects.push((r, entry));
+        let r = ObjectRef::from_owned(api_version, kind, namespace, name);
+        self.push(r, entry);
+    }
+
+    /// Adds an object, read after those added before.
+    fn push(&mut self, r: ObjectRef, entry: Entry) {
+        let read = self.objects.len();
+        self.objects.push((r, read, entry));
     }
 
     /// Puts the objects, added in the order read, in reference order; an object read twice is
-    /// reported at its second place, naming the first.
+    /// reported at its second place, naming the first, in the order read.
     fn index(&mut self, errors: &mut Vec<ManifestError>) {
         // Stable: of two alike, the first read comes first.
-        self.objects.sort_by(|(a, _), (b, _)| a.cmp(b));
+        self.objects.sort_by(|(a, _, _), (b, _, _)| a.cmp(b));
         let mut repeated = Vec::new();
-        self.objects.dedup_by(|(r, again), (first_ref, first)| {
-            let same = r == first_ref;
-            if same {
-                let message = format!(
-                    "{r} appears twice in the snapshot (first at {})",
-                    first.origin
-                );
-                repeated.push(again.origin.error(message));
-            }
-            same
-        });
-        // By file name, document and line: the order read, within a directory.
-        repeated.sort_by(|a, b| (&a.file, a.doc, a.line).cmp(&(&b.file, b.doc, b.line)));
-        errors.extend(repeated);
+        self.objects
+            .dedup_by(|(r, read, again), (first_ref, _, first)| {
+                let same = r == first_ref;
+                if same {
+                    let message = format!(
+                        "{r} appears twice in the snapshot (first at {})",
+                        first.origin
+                    );
+                    repeated.push((*read, again.origin.error(message)));
+                }
+                same
+            });
+        repeated.sort_by_key(|(read, _)| *read);
+        errors.extend(repeated.into_iter().map(|(_, e)| e));
     }
 
     /// Adds the snapshot's schemas and CRDs to a catalog.
@@ -203,7 +203,7 @@ impl Snapshot {
         for (e, v) in self
             .objects
             .iter()
-            .map(|(_, e)| e)
+            .map(|(_, _, e)| e)
             .filter_map(|e| Some((e, e.parsed()?)))
             .filter(|(_, v)| crd::is_crd(v))
         {
@@ -220,12 +220,12 @@ impl Snapshot {
 
     /// Every object, in reference order.
     pub fn objects(&self) -> impl Iterator<Item = (&ObjectRef, &Entry)> {
-        self.objects.iter().map(|(r, e)| (r, e))
+        self.objects.iter().map(|(r, _, e)| (r, e))
     }
 
     /// Every object, in reference order, taken out of the snapshot.
     pub fn into_objects(self) -> impl Iterator<Item = (ObjectRef, Entry)> {
-        self.objects.into_iter()
+        self.objects.into_iter().map(|(r, _, e)| (r, e))
     }
 
     pub fn len(&self) -> usize {
@@ -246,7 +246,7 @@ impl Snapshot {
     /// Every object, parsed, as a prediction's input (copies; `LiveState` serves them shared).
     pub fn fetched(&self) -> Result<super::Fetched, ManifestError> {
         let mut objects = std::collections::HashMap::new();
-        for (r, e) in &self.objects {
+        for (r, _, e) in &self.objects {
             objects.insert(r.clone(), std::sync::Arc::new(e.value()?));
         }
         Ok(super::Fetched {
@@ -254,7 +254,7 @@ impl Snapshot {
             origins: self
                 .objects
                 .iter()
-                .map(|(r, e)| (r.clone(), e.origin.clone()))
+                .map(|(r, _, e)| (r.clone(), e.origin.clone()))
                 .collect(),
             source: self.source.clone(),
             prepared: None,

@@ -25,16 +25,17 @@ pub fn identity_errors(d: &Document) -> Vec<ManifestError> {
     let mut problems = Vec::new();
     for keys in [&["apiVersion"][..], &["kind"], &["metadata", "name"]] {
         let what = keys.join(".");
-        let message = match d.object.get_path(keys) {
-            None | Some(Value::Null) if what == "metadata.name" && generated(&d.object) => {
-                "metadata.generateName cannot be applied: server-side apply needs metadata.name"
-                    .to_string()
-            }
+        let mut message = match d.object.get_path(keys) {
             None | Some(Value::Null) => format!("{what} is missing"),
             Some(Value::String(s)) if s.is_empty() => format!("{what} is empty"),
             Some(Value::String(_)) => continue,
             Some(other) => not_a_string(&what, other),
         };
+        if what == "metadata.name" && generated(&d.object) {
+            message = "metadata.generateName cannot be applied: server-side apply needs \
+                       metadata.name"
+                .into();
+        }
         problems.push(located(d, keys, message));
     }
     // `namespace: no` is the boolean false to Kubernetes' YAML reader (YAML 1.1), which the

@@ -1,9 +1,11 @@
-//! Parsing on every core: many files, or one long YAML stream, split into contiguous runs (one
-//! per thread) and joined in input order, so the result is the one a single thread gives.
+//! Reading and parsing on every core: many files, or one long YAML stream, split into
+//! contiguous runs (one per thread) and joined in input order, so the result is the one a single
+//! thread gives.
 
 use super::read::{self, Step};
 use super::{Loaded, SharedFile, parse_shared, split};
 use crate::value::yaml::{YamlDoc, YamlError, YamlOptions, parse_documents};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Streams with at least this many documents are parsed on every core.
 const PARALLEL_CHUNKS: usize = 64;
@@ -73,6 +75,8 @@ pub(super) fn read_and_parse(
         return None;
     }
     let runs = runs(&files, |(_, _, size)| *size)?;
+    // A file that did not read as planned ends every run: the caller reads them all again.
+    let failed = AtomicBool::new(false);
     let read: Vec<(Loaded, Vec<SharedFile>)> = std::thread::scope(|scope| {
         let handles: Vec<_> = runs
             .iter()
@@ -81,7 +85,14 @@ pub(super) fn read_and_parse(
                     let mut part = part_of(out);
                     let mut read = Vec::with_capacity(run.len());
                     for &(name, path, size) in *run {
-                        let bytes = bytes::Bytes::from(read::read_exactly(path, size)?);
+                        if failed.load(Ordering::Relaxed) {
+                            return None;
+                        }
+                        let Some(bytes) = read::read_exactly(path, size) else {
+                            failed.store(true, Ordering::Relaxed);
+                            return None;
+                        };
+                        let bytes = bytes::Bytes::from(bytes);
                         parse_shared(name, &bytes, &mut part);
                         read.push((name.clone(), bytes));
                     }
@@ -131,7 +142,7 @@ pub(super) fn parse_files(files: &[SharedFile], out: &Loaded) -> Option<Loaded> 
 }
 
 /// `items` in contiguous runs of about equal size, one per core; `None` when there are not
-/// two runs to make, or no time left.
+/// two runs to make.
 fn runs<T>(items: &[T], size: impl Fn(&T) -> u64) -> Option<Vec<&[T]>> {
     let threads = crate::cores::cores().min(items.len());
     if threads < 2 {

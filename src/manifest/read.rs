@@ -41,7 +41,6 @@ pub(super) enum Step {
         name: Arc<str>,
         path: PathBuf,
         size: Option<u64>,
-        fifo: bool,
     },
     /// A problem found while searching (reported where it was found, in order).
     Fail {
@@ -104,16 +103,26 @@ impl Reader<'_> {
 
     /// Takes one step of a plan.
     fn take(&mut self, step: &Step, stdin: &mut dyn Read) {
-        let (name, path, size, fifo) = match step {
+        let (name, path, size) = match step {
             Step::Stdin => return self.read_capped(Arc::from("<stdin>"), stdin, 0),
             Step::Fail { name, message } => return self.fail(name, message.clone()),
-            Step::File {
-                name,
-                path,
-                size,
-                fifo,
-            } => (name.clone(), path, *size, *fifo),
+            Step::File { name, path, size } => (name.clone(), path, *size),
         };
+        // What is opened is what is read: a file replaced since it was planned is judged as
+        // it is now, and never waited on.
+        let (mut file, meta) = match open_without_waiting(path) {
+            Ok(opened) => opened,
+            Err(e) => return self.fail(&name, format!("cannot read: {e}")),
+        };
+        let ft = meta.file_type();
+        if size.is_some() && !ft.is_file() {
+            let msg = format!(
+                "not a regular file ({}) any more: it changed while the inputs were read",
+                kind_of(&ft)
+            );
+            return self.fail(&name, msg);
+        }
+        let size = ft.is_file().then_some(meta.len());
         if let Some(size) = size {
             let (cap, limit) = self.allowance();
             if size > cap {
@@ -121,18 +130,8 @@ impl Reader<'_> {
                 return self.fail(&name, msg);
             }
         }
-        let mut opts = std::fs::OpenOptions::new();
-        opts.read(true);
-        if fifo {
-            // Opening a FIFO for reading waits for a writer; this does not.
-            opts.custom_flags(libc::O_NONBLOCK);
-        }
-        let mut file = match opts.open(path) {
-            Ok(f) => f,
-            Err(e) => return self.fail(&name, format!("cannot read: {e}")),
-        };
-        if fifo {
-            // Reads block again (until data, or the end when every writer is gone).
+        if !ft.is_file() {
+            // Reads block again (a FIFO's until data, or the end when every writer is gone).
             use std::os::fd::AsRawFd;
             let fd = file.as_raw_fd();
             // SAFETY: fcntl on a descriptor this function owns, with integer arguments.
@@ -209,7 +208,6 @@ impl Planner {
             name,
             path: p.to_path_buf(),
             size: ft.is_file().then_some(meta.len()),
-            fifo: ft.is_fifo(),
         });
     }
 
@@ -255,10 +253,24 @@ pub(super) fn read_planned(
 /// A regular file's bytes, if it holds `size` of them (else it changed since it was planned,
 /// or cannot be read).
 pub(super) fn read_exactly(path: &Path, size: u64) -> Option<Vec<u8>> {
-    let file = std::fs::File::open(path).ok()?;
+    let (file, meta) = open_without_waiting(path).ok()?;
+    if !meta.file_type().is_file() || meta.len() != size {
+        return None;
+    }
     let mut bytes = Vec::with_capacity(usize::try_from(size).ok()?.checked_add(1)?);
     let n = file.take(size + 1).read_to_end(&mut bytes).ok()?;
     (n as u64 == size).then_some(bytes)
+}
+
+/// Opens `path` for reading without waiting for a writer (a FIFO waits for one otherwise),
+/// with what the file system says of what was opened.
+fn open_without_waiting(path: &Path) -> std::io::Result<(std::fs::File, std::fs::Metadata)> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    Ok((file, meta))
 }
 
 impl<'l> Reader<'l> {

@@ -152,8 +152,12 @@ fn missing_identity_fields_are_reported_with_their_paths() {
     assert_eq!(paths, [".kind", ".metadata.name"]);
     assert!(l.errors.iter().all(|e| e.doc == Some(1)));
     assert_eq!(l.errors[1].line, Some(2));
-    let e = one_error("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  generateName: x-\n");
-    assert!(e.message.contains("generateName"), "{e}");
+    for name in ["", "  name: \"\"\n", "  name: no\n"] {
+        let e = one_error(&format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n{name}  generateName: x-\n"
+        ));
+        assert!(e.message.contains("generateName cannot be applied"), "{e}");
+    }
     let e = one_error("apiVersion: 1\nkind: ConfigMap\nmetadata: {name: a}\n");
     assert!(e.message.contains("must be a string"), "{e}");
 }
@@ -428,5 +432,40 @@ fn parsing_on_every_core_gives_what_one_thread_gives() {
         // Clean, the JSON files are kept as text when asked (what a refusal keeps is moot).
         assert!(refused || many.2.is_empty() != keep, "{limits:?}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A file replaced between the search and the read is judged as it is when read: a FIFO in
+/// place of a planned regular file is refused, not waited on; a file that grew is read as it is.
+#[test]
+fn a_file_replaced_after_planning_is_judged_as_it_is_read() {
+    let dir = std::env::temp_dir().join(format!("fieldguard-replaced-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n";
+    let (a, b) = (dir.join("a.yaml"), dir.join("b.yaml"));
+    std::fs::write(&a, cm).unwrap();
+    std::fs::write(&b, cm).unwrap();
+    let steps = super::read::plan(&[Input::Path(dir.clone())]);
+    std::fs::remove_file(&a).unwrap();
+    let path = std::ffi::CString::new(a.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    std::fs::write(&b, format!("{cm}data:\n  k: v\n")).unwrap();
+    let (files, errors) =
+        super::read::read_planned(&steps, &mut std::io::empty(), &Limits::MANIFESTS);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0]
+            .message
+            .contains("not a regular file (a FIFO) any more"),
+        "{}",
+        errors[0]
+    );
+    assert_eq!(files.len(), 1);
+    assert!(String::from_utf8_lossy(&files[0].1).contains("k: v"));
+    // On every core the stale plan is given up (the caller reads in order instead).
+    let out = Loaded::new(Limits::MANIFESTS);
+    assert!(super::parallel::read_and_parse(&steps, &out).is_none());
     let _ = std::fs::remove_dir_all(&dir);
 }
