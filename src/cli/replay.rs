@@ -51,10 +51,14 @@ pub fn run(args: ReplayArgs) -> ExitCode {
     }
     let mut replayer = Replayer::new();
     let stdout = std::io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
+    // Result lines run to tens of kilobytes: a larger buffer writes them in fewer calls.
+    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let (mut passed, mut failed) = (0usize, 0usize);
     for (name, input) in inputs {
-        for (n, line) in BufReader::new(input).split(b'\n').enumerate() {
+        for (n, line) in BufReader::with_capacity(1 << 16, input)
+            .split(b'\n')
+            .enumerate()
+        {
             let line = match line {
                 Ok(l) => l,
                 Err(e) => {
@@ -68,7 +72,11 @@ pub fn run(args: ReplayArgs) -> ExitCode {
             }
             let res = replayer.run_line(trimmed);
             let text = res.to_json(&is_synthetic);
-            if writeln!(out, "{text}").is_err() {
+            if out
+                .write_all(text.as_bytes())
+                .and_then(|()| out.write_all(b"\n"))
+                .is_err()
+            {
                 return ExitCode::from(2);
             }
             if args.check {

@@ -1,11 +1,13 @@
 //! `metav1.ManagedFieldsEntry` and its conversion to and from managed field sets, with
 //! kube-apiserver's identity rules and encoding order.
 
+use super::FieldsCache;
 use crate::fieldpath::Set;
 use crate::merge::{ManagedFields, VersionedSet};
 use crate::value::gofmt::{Escape, write_json_string};
 use crate::value::{Map, Value};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Seconds since the Unix epoch (managed-fields times have second precision).
 pub type Time = i64;
@@ -87,6 +89,9 @@ pub fn identity(manager: &str, op: Operation, api_version: &str, subresource: &s
 
 /// Parses an identity built by [`identity`].
 pub fn parse_identity(key: &str) -> Option<Identity> {
+    if let Some(id) = parse_plain_identity(key) {
+        return Some(id);
+    }
     let v = crate::value::json::parse_str(key).ok()?;
     let m = v.as_map()?;
     let get = |k: &str| m.get(k).and_then(Value::as_str).unwrap_or("").to_string();
@@ -98,25 +103,79 @@ pub fn parse_identity(key: &str) -> Option<Identity> {
     })
 }
 
+/// [`parse_identity`] of the usual key: an object of string members without escapes or spaces
+/// (`None` for anything else, which the JSON parser then reads).
+fn parse_plain_identity(key: &str) -> Option<Identity> {
+    let mut rest = key.strip_prefix('{')?.strip_suffix('}')?;
+    let mut id = Identity::default();
+    // Reads `"text"` at the start of `rest`, without escapes.
+    let quoted = |rest: &mut &str| -> Option<String> {
+        let body = rest.strip_prefix('"')?;
+        let end = body.find(['"', '\\'])?;
+        if body.as_bytes()[end] != b'"' {
+            return None;
+        }
+        let text = &body[..end];
+        if text.bytes().any(|b| b < 0x20) {
+            return None;
+        }
+        *rest = &body[end + 1..];
+        Some(text.to_string())
+    };
+    while !rest.is_empty() {
+        let name = quoted(&mut rest)?;
+        rest = rest.strip_prefix(':')?;
+        let value = quoted(&mut rest)?;
+        match name.as_str() {
+            "manager" => id.manager = value,
+            "operation" => id.operation = value,
+            "apiVersion" => id.api_version = value,
+            "subresource" => id.subresource = value,
+            _ => {}
+        }
+        if let Some(r) = rest.strip_prefix(',') {
+            rest = r;
+            if rest.is_empty() {
+                return None;
+            }
+        } else if !rest.is_empty() {
+            return None;
+        }
+    }
+    Some(id)
+}
+
 /// kube-apiserver's `DecodeManagedFields`.
 pub fn decode(entries: &[ManagedFieldsEntry]) -> Result<Managed, String> {
+    decode_with(entries, None)
+}
+
+/// [`decode`], each FieldsV1 text through `cache` when there is one.
+pub fn decode_with(
+    entries: &[ManagedFieldsEntry],
+    cache: Option<&FieldsCache>,
+) -> Result<Managed, String> {
     decode_each(
         entries
             .iter()
             .map(|e| (e, e.fields_v1.as_deref().map(Fields::Text))),
+        cache,
     )
 }
 
 /// [`decode`] of entries as [`read_entries`] gives them, each FieldsV1 read as parsed instead
 /// of written out as text and parsed again.
 pub fn decode_read(entries: &[(ManagedFieldsEntry, Option<&Value>)]) -> Result<Managed, String> {
-    decode_each(entries.iter().map(|(e, raw)| {
-        let fields = raw.map(|raw| match raw {
-            Value::String(s) => Fields::Text(s),
-            v => Fields::Parsed(v),
-        });
-        (e, fields)
-    }))
+    decode_each(
+        entries.iter().map(|(e, raw)| {
+            let fields = raw.map(|raw| match raw {
+                Value::String(s) => Fields::Text(s),
+                v => Fields::Parsed(v),
+            });
+            (e, fields)
+        }),
+        None,
+    )
 }
 
 /// An entry's FieldsV1: its text, or the object parsed with the rest.
@@ -127,6 +186,7 @@ enum Fields<'a> {
 
 fn decode_each<'a>(
     entries: impl Iterator<Item = (&'a ManagedFieldsEntry, Option<Fields<'a>>)>,
+    cache: Option<&FieldsCache>,
 ) -> Result<Managed, String> {
     let mut m = Managed::default();
     for (i, (e, fields)) in entries.enumerate() {
@@ -148,10 +208,11 @@ fn decode_each<'a>(
             }
         }
         let key = identity(&e.manager, op, &e.api_version, &e.subresource);
-        let set = match fields {
-            None | Some(Fields::Text("null" | "")) => Ok(Set::new()),
-            Some(Fields::Text(raw)) => Set::from_fields_v1(raw.as_bytes()),
-            Some(Fields::Parsed(v)) => Set::from_fields_v1_value(v),
+        let set = match (fields, cache) {
+            (None | Some(Fields::Text("null" | "")), _) => Ok(Arc::new(Set::new())),
+            (Some(Fields::Text(raw)), Some(cache)) => cache.decode(raw),
+            (Some(Fields::Text(raw)), None) => Set::from_fields_v1(raw.as_bytes()).map(Arc::new),
+            (Some(Fields::Parsed(v)), _) => Set::from_fields_v1_value(v).map(Arc::new),
         }
         .map_err(|err| {
             format!("error decoding versioned set for {key}: error decoding set: {err}")
@@ -159,7 +220,7 @@ fn decode_each<'a>(
         m.fields.insert(
             key.clone(),
             VersionedSet {
-                set: set.into(),
+                set,
                 api_version: e.api_version.clone(),
                 applied: op == Operation::Apply,
             },
@@ -172,6 +233,11 @@ fn decode_each<'a>(
 /// kube-apiserver's `encodeManagedFields` with its sort order
 /// (operation, time, manager, apiVersion, subresource).
 pub fn encode(m: &Managed) -> Vec<ManagedFieldsEntry> {
+    encode_with(m, None)
+}
+
+/// [`encode`], each set through `cache` when there is one.
+pub fn encode_with(m: &Managed, cache: Option<&FieldsCache>) -> Vec<ManagedFieldsEntry> {
     let mut out: Vec<ManagedFieldsEntry> = m
         .fields
         .iter()
@@ -187,7 +253,10 @@ pub fn encode(m: &Managed) -> Vec<ManagedFieldsEntry> {
                 api_version: vs.api_version.clone(),
                 time: m.times.get(key).copied().flatten(),
                 fields_type: "FieldsV1".into(),
-                fields_v1: Some(vs.set.to_fields_v1()),
+                fields_v1: Some(match cache {
+                    Some(cache) => cache.encode(&vs.set),
+                    None => vs.set.to_fields_v1(),
+                }),
                 subresource: id.subresource,
             }
         })
@@ -213,6 +282,23 @@ pub fn parse_time(s: &str) -> Result<Time, String> {
 /// Formats Unix seconds as RFC 3339 in UTC (`2024-01-02T03:04:05Z`).
 pub fn format_time(t: Time) -> String {
     match time::OffsetDateTime::from_unix_timestamp(t) {
+        Ok(d) if (0..=9999).contains(&d.year()) => {
+            // `format!` of the same costs more than the rest of writing an entry.
+            let mut out = String::with_capacity(20);
+            let mut digits = |n: u32, width: u32, after: char| {
+                for p in (0..width).rev() {
+                    out.push(char::from(b'0' + (n / 10u32.pow(p) % 10) as u8));
+                }
+                out.push(after);
+            };
+            digits(d.year() as u32, 4, '-');
+            digits(u8::from(d.month()).into(), 2, '-');
+            digits(d.day().into(), 2, 'T');
+            digits(d.hour().into(), 2, ':');
+            digits(d.minute().into(), 2, ':');
+            digits(d.second().into(), 2, 'Z');
+            out
+        }
         Ok(d) => format!(
             "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
             d.year(),
@@ -332,6 +418,79 @@ mod tests {
         );
         let id = parse_identity(&identity("a<b", Operation::Update, "v1", "")).unwrap();
         assert_eq!(id.manager, "a<b");
+    }
+
+    #[test]
+    fn plain_identities_read_as_the_json_parser_reads_them() {
+        let by_json = |key: &str| {
+            let v = crate::value::json::parse_str(key).ok()?;
+            let m = v.as_map()?;
+            let get = |k: &str| m.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+            Some(Identity {
+                manager: get("manager"),
+                operation: get("operation"),
+                api_version: get("apiVersion"),
+                subresource: get("subresource"),
+            })
+        };
+        let mut keys = vec![];
+        for manager in ["bob", "", "a<b", "q\"uote", "back\\slash", "ünï", "tab\t"] {
+            for op in [Operation::Apply, Operation::Update] {
+                for (av, sub) in [("apps/v1", ""), ("v1", "status"), ("", "scale")] {
+                    keys.push(identity(manager, op, av, sub));
+                }
+            }
+        }
+        keys.extend(
+            [
+                r#"{}"#,
+                r#"{"manager":"a","other":"x","operation":"Apply"}"#,
+                r#"{"manager":"a","manager":"b"}"#,
+                r#"{"manager":"a",}"#,
+                r#"{"manager":"a""operation":"Apply"}"#,
+                r#"{"manager": "a"}"#,
+                r#"{"manager":1}"#,
+                r#"{"manager":"a"#,
+                "{\"manager\":\"a\u{1}\"}",
+                r#"not json"#,
+            ]
+            .map(String::from),
+        );
+        for key in &keys {
+            assert_eq!(parse_identity(key), by_json(key), "{key}");
+        }
+        // The fast reading took the usual keys.
+        let usual = identity("bob", Operation::Update, "apps/v1", "scale");
+        assert_eq!(parse_plain_identity(&usual), by_json(&usual));
+        assert_eq!(parse_plain_identity(r#"{"manager":"a\"b"}"#), None);
+    }
+
+    #[test]
+    fn times_print_as_formatted() {
+        for t in [
+            0,
+            1,
+            59,
+            86_399,
+            951_782_400,
+            1_704_067_201,
+            253_402_300_799,
+            -1,
+            -62_135_596_800,
+        ] {
+            let d = time::OffsetDateTime::from_unix_timestamp(t).unwrap();
+            let expected = format!(
+                "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+                d.year(),
+                u8::from(d.month()),
+                d.day(),
+                d.hour(),
+                d.minute(),
+                d.second()
+            );
+            assert_eq!(format_time(t), expected, "{t}");
+        }
+        assert_eq!(format_time(i64::MAX), i64::MAX.to_string());
     }
 
     #[test]

@@ -3,14 +3,18 @@
 //! skip-non-applied (`before-first-apply`) → cap managers → manager identity →
 //! timestamps → strip metadata → structured merge.
 
-use super::entry::{Managed, ManagedFieldsEntry, Operation, Time, decode, encode, identity};
+use super::entry::{
+    Managed, ManagedFieldsEntry, Operation, Time, decode_with, encode_with, identity,
+};
+use super::{FieldsCache, Prepared};
 use crate::fieldpath::{Path, Set};
-use crate::merge::{Conflicts, PlainSets, SetChange, UpdateError, Updater, VersionedSet};
+use crate::merge::{Conflicts, SetChange, UpdateError, Updater, VersionedSet};
 use crate::schema::{Schema, TypeRef};
+use crate::typed;
 use crate::typed::Comparison;
-use crate::typed::{self, ListIndexes};
 use crate::value::json::Style;
 use crate::value::{Map, Value};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
@@ -73,6 +77,9 @@ pub struct ManagerOptions<'s> {
     pub prepared: Option<&'s Prepared>,
     /// Keep the managers as they were just before the final merge (for explanations).
     pub capture_before: bool,
+    /// Decode and encode managed fields through this cache (a caller that reads back what it
+    /// wrote: see [`FieldsCache`]). The schema must outlive the cache.
+    pub fields: Option<&'s FieldsCache>,
 }
 
 /// The result of a successful request, decoded.
@@ -93,65 +100,6 @@ pub struct Outcome {
 }
 
 type Step = Result<Outcome, ManagerError>;
-
-/// A live object prepared once for many requests: managed fields decoded and reconciled with
-/// the schema, the object validated, its lists indexed. What a watch cache keeps (shared, as
-/// `Arc<Prepared>`). Immutable: the indexes refer to the object and the sets by address.
-#[derive(Debug)]
-pub struct Prepared {
-    object: Value,
-    managed: Managed,
-    /// Which of the managers' sets are plain for the type (speeds up applies).
-    plain: PlainSets,
-    /// The object's list indexes (speeds up applies).
-    lists: ListIndexes,
-}
-
-impl Prepared {
-    /// The object, without `metadata.managedFields`.
-    pub fn object(&self) -> &Value {
-        &self.object
-    }
-
-    /// Its managed fields, decoded and reconciled with the schema.
-    pub fn managed(&self) -> &Managed {
-        &self.managed
-    }
-
-    /// Prepares `object` (which may carry `metadata.managedFields`) for requests of `tr`.
-    pub fn new(schema: &Schema, tr: &TypeRef, object: &Value) -> Result<Prepared, ManagerError> {
-        let entries = match object.get_path(&["metadata", "managedFields"]) {
-            Some(mf) => super::entry::read_entries(mf).map_err(ManagerError::Failed)?,
-            None => vec![],
-        };
-        let mut managed = super::entry::decode_read(&entries)
-            .map_err(|e| ManagerError::Failed(format!("failed to decode managed fields: {e}")))?;
-        let object = without_managed_fields(object);
-        typed::validate(schema, tr, &object, true).map_err(|e| {
-            ManagerError::Failed(format!("failed to convert live object to smd typed: {e}"))
-        })?;
-        let reset = BTreeMap::new();
-        let updater = Updater {
-            schema,
-            type_ref: tr,
-            ignored: &reset,
-            known_versions: None,
-            reconciled: false,
-            plain: None,
-        };
-        managed.fields = updater
-            .reconcile_all(std::mem::take(&mut managed.fields))
-            .map_err(|e| ManagerError::Failed(e.to_string()))?;
-        let plain = PlainSets::of(schema, tr, managed.fields.values().map(|vs| &vs.set));
-        let lists = ListIndexes::of(schema, tr, &object);
-        Ok(Prepared {
-            object,
-            managed,
-            plain,
-            lists,
-        })
-    }
-}
 
 /// The metadata fields stripped from the acting manager's set after every request.
 fn strip_set() -> &'static Set {
@@ -191,7 +139,7 @@ pub fn remove_managed_fields(obj: &mut Value) {
     }
 }
 
-fn without_managed_fields(v: &Value) -> Value {
+pub(super) fn without_managed_fields(v: &Value) -> Value {
     let mut c = v.clone();
     remove_managed_fields(&mut c);
     c
@@ -206,6 +154,7 @@ impl<'s> FieldManager<'s> {
             known_versions: self.known_versions,
             reconciled: self.options.prepared.is_some(),
             plain: self.options.prepared.map(|p| &p.plain),
+            fields: self.options.fields,
         }
     }
 
@@ -225,13 +174,13 @@ impl<'s> FieldManager<'s> {
         manager: &str,
         force: bool,
     ) -> Result<ApplyOutcome, ManagerError> {
-        let m = decode(live_entries)
+        let m = decode_with(live_entries, self.options.fields)
             .map_err(|e| ManagerError::Failed(format!("failed to decode managed fields: {e}")))?;
         let out = self.apply_managed(live, patch, m, manager, force)?;
         Ok(ApplyOutcome {
             object: out.object,
             changed: out.changed,
-            entries: encode(&out.managed),
+            entries: encode_with(&out.managed, self.options.fields),
         })
     }
 
@@ -346,7 +295,12 @@ impl<'s> FieldManager<'s> {
                 }
             }
             let out = self
-                .cap_managers(&Value::Map(empty), live, m, BEFORE_FIRST_APPLY)
+                .cap_managers(
+                    &Value::Map(empty),
+                    Cow::Borrowed(live),
+                    m,
+                    BEFORE_FIRST_APPLY,
+                )
                 .map_err(|e| {
                     ManagerError::Failed(format!(
                         "failed to create manager for existing fields: {e}"
@@ -493,6 +447,7 @@ impl<'s> FieldManager<'s> {
         new_entries: Option<&[ManagedFieldsEntry]>,
         manager: &str,
     ) -> Result<ApplyOutcome, ManagerError> {
+        let decode = |e: &[ManagedFieldsEntry]| decode_with(e, self.options.fields);
         let decode_or_empty = |e: &[ManagedFieldsEntry]| decode(e).unwrap_or_default();
         let reset = new_entries.is_some_and(|e| {
             e.is_empty() || (e.len() == 1 && e[0] == ManagedFieldsEntry::default())
@@ -523,16 +478,23 @@ impl<'s> FieldManager<'s> {
                 applier_change: None,
             }
         } else {
-            self.cap_managers(live, &new_obj, m, manager)?
+            self.cap_managers(live, Cow::Owned(new_obj), m, manager)?
         };
         Ok(ApplyOutcome {
             changed: !out.object.strict_eq(live),
-            entries: encode(&out.managed),
+            entries: encode_with(&out.managed, self.options.fields),
             object: out.object,
         })
     }
 
-    fn cap_managers(&self, live: &Value, new_obj: &Value, m: Managed, manager: &str) -> Step {
+    /// `new_obj` is taken as it comes: an owned object becomes the result without a copy.
+    fn cap_managers(
+        &self,
+        live: &Value,
+        new_obj: Cow<'_, Value>,
+        m: Managed,
+        manager: &str,
+    ) -> Step {
         let name = if manager.is_empty() {
             "unknown"
         } else {
@@ -549,14 +511,20 @@ impl<'s> FieldManager<'s> {
         Ok(out)
     }
 
-    fn timestamps_update(&self, live: &Value, new_obj: &Value, mut m: Managed, key: &str) -> Step {
-        self.check(new_obj, "new object", true)?;
+    fn timestamps_update(
+        &self,
+        live: &Value,
+        new_obj: Cow<'_, Value>,
+        mut m: Managed,
+        key: &str,
+    ) -> Step {
+        self.check(&new_obj, "new object", true)?;
         self.check(live, "live object", true)?;
         m.fields = self
             .updater()
             .update(
                 live,
-                new_obj,
+                &new_obj,
                 &self.api_version,
                 std::mem::take(&mut m.fields),
                 CURRENT_OPERATION,
@@ -575,7 +543,7 @@ impl<'s> FieldManager<'s> {
             m.times.insert(key.to_string(), Some(self.now));
         }
         Ok(Outcome {
-            object: new_obj.clone(),
+            object: new_obj.into_owned(),
             managed: m,
             changed: true,
             comparison: None,

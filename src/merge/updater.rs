@@ -5,6 +5,7 @@
 use super::prune::{self, PlainSets};
 use super::{Conflict, Conflicts, ManagedFields, SetChange, VersionedSet};
 use crate::fieldpath::{Path, Set};
+use crate::managedfields::FieldsCache;
 use crate::schema::{Schema, TypeRef};
 use crate::typed::{self, ApplyWalk, Comparison};
 use crate::value::{self, Value};
@@ -33,6 +34,8 @@ pub struct Updater<'s> {
     pub reconciled: bool,
     /// Sets known to have the shape applies produce (see [`PlainSets`]).
     pub plain: Option<&'s PlainSets>,
+    /// Sets known to need no reconciling, and where to note more.
+    pub fields: Option<&'s FieldsCache>,
 }
 
 /// The result of a successful apply.
@@ -59,13 +62,6 @@ impl<'s> Updater<'s> {
         set
     }
 
-    fn filter_cmp(&self, version: &str, cmp: &Comparison) -> Comparison {
-        match self.ignored.get(version) {
-            Some(ex) => cmp.exclude(ex),
-            None => cmp.clone(),
-        }
-    }
-
     /// Collapses ownership below fields that are atomic in the current schema; drops managers
     /// recorded at versions that cannot be converted.
     fn reconcile(&self, managers: ManagedFields) -> Result<ManagedFields, UpdateError> {
@@ -82,8 +78,18 @@ impl<'s> Updater<'s> {
             if !self.convertible(&vs.api_version) {
                 continue;
             }
+            if self
+                .fields
+                .is_some_and(|c| c.is_reconciled(&vs.set, self.schema, self.type_ref))
+            {
+                out.insert(k, vs);
+                continue;
+            }
             let set = typed::reconcile_field_set_with_schema(&vs.set, self.schema, self.type_ref)
                 .map_err(UpdateError::Failed)?;
+            if let (None, Some(c)) = (&set, self.fields) {
+                c.reconciled(&vs.set, self.schema, self.type_ref);
+            }
             match set {
                 Some(set) => {
                     out.insert(
@@ -118,17 +124,19 @@ impl<'s> Updater<'s> {
         workflow: &str,
         force: bool,
     ) -> Result<Comparison, UpdateError> {
-        // Per API version: the comparison without that version's reset fields, and what it
-        // changed (modified or added).
-        let with_changed = |c: Comparison| {
-            let changed = c.modified.union(&c.added);
-            (c, changed)
+        // Per API version: the comparison without that version's reset fields (`None`: it has
+        // none, and `raw` is that comparison, not copied), and what it changed (modified or
+        // added).
+        let per_version = |v: &str, raw: &Comparison| match self.ignored.get(v) {
+            Some(ex) => {
+                let c = raw.exclude(ex);
+                let changed = c.modified.union(&c.added);
+                (Some(c), changed)
+            }
+            None => (None, raw.modified.union(&raw.added)),
         };
-        let mut versions: BTreeMap<String, (Comparison, Set)> = BTreeMap::new();
-        versions.insert(
-            version.to_string(),
-            with_changed(self.filter_cmp(version, &raw)),
-        );
+        let mut versions: BTreeMap<String, (Option<Comparison>, Set)> = BTreeMap::new();
+        versions.insert(version.to_string(), per_version(version, &raw));
         let mut conflicts: Vec<(String, Set)> = Vec::new();
         let mut removed: Vec<String> = Vec::new();
         let mut dropped = Vec::new();
@@ -142,7 +150,8 @@ impl<'s> Updater<'s> {
             }
             let (cmp, changed) = versions
                 .entry(vs.api_version.clone())
-                .or_insert_with(|| with_changed(self.filter_cmp(&vs.api_version, &raw)));
+                .or_insert_with(|| per_version(&vs.api_version, &raw));
+            let cmp = cmp.as_ref().unwrap_or(&raw);
             let cs = vs.set.intersection(changed);
             if !cs.is_empty() {
                 conflicts.push((k.clone(), cs));
@@ -174,12 +183,16 @@ impl<'s> Updater<'s> {
         }
         for k in removed {
             if let Some(vs) = managers.get_mut(&k) {
-                let rm = &versions[&vs.api_version].0.removed;
+                let rm = &versions[&vs.api_version].0.as_ref().unwrap_or(&raw).removed;
                 Arc::make_mut(&mut vs.set).remove_all(rm);
             }
         }
         managers.retain(|_, vs| !vs.set.is_empty());
-        Ok(versions.remove(version).expect("inserted above").0)
+        Ok(versions
+            .remove(version)
+            .expect("inserted above")
+            .0
+            .unwrap_or(raw))
     }
 
     /// A non-apply write of `new` by `manager` (smd `Updater.Update`).

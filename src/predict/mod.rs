@@ -246,6 +246,7 @@ pub fn predict(req: &ApplyRequest) -> Prediction {
         options: ManagerOptions {
             prepared: req.live,
             capture_before: true,
+            fields: None,
         },
     };
     let first = fm.apply_managed(

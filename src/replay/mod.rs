@@ -14,19 +14,23 @@ pub const WIDGET_CRD: &str = include_str!("data/widget-crd.yaml");
 
 mod input;
 mod output;
+mod schemas;
+#[cfg(test)]
+mod tests;
 
 pub use input::{CaseInput, Expectation, StepInput, parse_case};
 pub use output::{CaseResult, CheckResult, ConflictOut, StepResult};
 
 use crate::fieldpath::{Set, serialize_path_element};
 use crate::managedfields::{
-    ApplyOutcome, FieldManager, ManagedFieldsEntry, ManagerError, ManagerOptions, Prepared, encode,
-    entries_from_value, entries_to_value, parse_identity, parse_time, remove_managed_fields,
+    ApplyOutcome, FieldManager, FieldsCache, ManagedFieldsEntry, ManagerError, ManagerOptions,
+    Prepared, encode, entries_from_value, entries_to_value, parse_identity, parse_time,
+    remove_managed_fields,
 };
 use crate::merge::Conflicts;
-use crate::schema::{Gvk, Schema, builtin, smd_yaml};
 use crate::value::{Map, Value, json};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use schemas::{Loaded, Schemas, type_name_for};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 /// Largest case line accepted (cases may carry inline schemas and several objects).
@@ -41,32 +45,10 @@ pub fn is_synthetic(t: i64) -> bool {
     t >= SYNTHETIC_BASE
 }
 
-enum SchemaRef {
-    Static(&'static Schema),
-    Owned(Arc<Schema>),
-}
-
-impl std::ops::Deref for SchemaRef {
-    type Target = Schema;
-    fn deref(&self) -> &Schema {
-        match self {
-            SchemaRef::Static(s) => s,
-            SchemaRef::Owned(s) => s,
-        }
-    }
-}
-
-struct Loaded {
-    schema: SchemaRef,
-    source: String,
-    /// OpenAPI-derived schemas can find types by group/version/kind.
-    by_gvk: bool,
-}
-
 /// Runs replay cases, caching schemas across cases.
 #[derive(Default)]
 pub struct Replayer {
-    cache: HashMap<String, Arc<Loaded>>,
+    schemas: Schemas,
     /// Run applies on prepared live objects (the service's path) when the case allows.
     prepared: bool,
 }
@@ -91,23 +73,32 @@ impl Replayer {
         }
     }
 
-    fn resolve_schema(&mut self, raw: &Value) -> Result<Arc<Loaded>, String> {
-        let key = json::to_string(raw, json::Style::PLAIN);
-        if let Some(l) = self.cache.get(&key) {
-            return Ok(l.clone());
-        }
-        let loaded = Arc::new(load_schema(raw)?);
-        self.cache.insert(key, loaded.clone());
-        Ok(loaded)
-    }
-
     /// Runs one case line and returns its result (errors are part of the result).
     pub fn run_line(&mut self, line: &[u8]) -> CaseResult {
+        // A case whose schema text was seen before (and loaded) runs without building that
+        // schema again; any other line is read whole, which also reports its errors.
+        let mut schema_text = None;
+        if line.len() <= MAX_CASE_BYTES {
+            if let Some((rest, Some(text))) = json::parse_object_keeping(line, "schema") {
+                if let Some(loaded) = self.schemas.by_text.get(text) {
+                    if let Ok(case) = parse_case(Value::Map(rest)) {
+                        return self.run_case_with(&case, Some(loaded)).0;
+                    }
+                }
+                schema_text = Some(text);
+            }
+        }
         let parsed = json::parse_limited(line, MAX_CASE_BYTES)
             .map_err(|e| e.to_string())
             .and_then(parse_case);
         match parsed {
-            Ok(c) => self.run_case(&c),
+            Ok(c) => {
+                let (res, loaded) = self.run_case_with(&c, None);
+                if let (Some(text), Some(loaded)) = (schema_text, loaded) {
+                    self.schemas.by_text.insert(text, loaded);
+                }
+                res
+            }
             Err(e) => CaseResult {
                 result: StepResult {
                     error: format!("bad case JSON: {e}"),
@@ -120,9 +111,19 @@ impl Replayer {
 
     /// Starts a session: loads the case's schema, live object and managed fields.
     pub fn session(&mut self, c: &CaseInput) -> Result<Session, String> {
-        let loaded = match c.schema.as_ref().filter(|s| !s.is_null()) {
-            None => return Err("case has no \"schema\"".into()),
-            Some(raw) => self.resolve_schema(raw)?,
+        self.session_with(c, None)
+    }
+
+    /// [`Replayer::session`] with the case's schema already loaded, if it is.
+    fn session_with(
+        &mut self,
+        c: &CaseInput,
+        preloaded: Option<Arc<Loaded>>,
+    ) -> Result<Session, String> {
+        let loaded = match (preloaded, c.schema.as_ref().filter(|s| !s.is_null())) {
+            (Some(loaded), _) => loaded,
+            (None, None) => return Err("case has no \"schema\"".into()),
+            (None, Some(raw)) => self.schemas.resolve(raw)?,
         };
         let mut live = None;
         if let Some(l) = c.live.as_ref().filter(|v| !v.is_null()) {
@@ -163,11 +164,22 @@ impl Replayer {
             },
             steps_run: 0,
             prepared: self.prepared,
+            fields: FieldsCache::new(),
         })
     }
 
     /// Runs a parsed case.
     pub fn run_case(&mut self, c: &CaseInput) -> CaseResult {
+        self.run_case_with(c, None).0
+    }
+
+    /// [`Replayer::run_case`] with the case's schema already loaded, if it is; also returns
+    /// the schema the case ran with (`None` if its session did not start).
+    fn run_case_with(
+        &mut self,
+        c: &CaseInput,
+        preloaded: Option<Arc<Loaded>>,
+    ) -> (CaseResult, Option<Arc<Loaded>>) {
         let mut res = CaseResult {
             name: c.name.clone(),
             ..CaseResult::default()
@@ -178,13 +190,14 @@ impl Replayer {
                 res.result.check = Some(check::check(x, &res.result));
             }
         };
-        let mut session = match self.session(c) {
+        let mut session = match self.session_with(c, preloaded) {
             Ok(s) => s,
             Err(e) => {
                 fail(&mut res, e);
-                return res;
+                return (res, None);
             }
         };
+        let loaded = Some(session.loaded.clone());
         let single = c.steps.is_empty();
         // (step, the op it runs as)
         let steps: Vec<(&StepInput, &str)> = if single {
@@ -194,7 +207,7 @@ impl Replayer {
                     Some(u) => vec![(u, "update")],
                     None => {
                         fail(&mut res, "op \"update\" needs an \"update\" object".into());
-                        return res;
+                        return (res, loaded);
                     }
                 }
             } else if op == "apply" || op.is_empty() {
@@ -205,12 +218,12 @@ impl Replayer {
                             &mut res,
                             "case needs \"apply\", \"update\" or \"steps\"".into(),
                         );
-                        return res;
+                        return (res, loaded);
                     }
                 }
             } else {
                 fail(&mut res, format!("unknown op {:?}", c.op));
-                return res;
+                return (res, loaded);
             }
         } else {
             c.steps.iter().map(|s| (s, s.op.as_str())).collect()
@@ -222,7 +235,7 @@ impl Replayer {
                 Ok(r) => r,
                 Err(e) => {
                     fail(&mut res, e);
-                    return res;
+                    return (res, loaded);
                 }
             };
             if let Some(x) = &step.expect {
@@ -257,7 +270,7 @@ impl Replayer {
             }
             res.steps = results;
         }
-        res
+        (res, loaded)
     }
 }
 
@@ -271,6 +284,8 @@ pub struct Session {
     state: State,
     steps_run: usize,
     prepared: bool,
+    /// Each step reads back the managed fields the step before wrote.
+    fields: FieldsCache,
 }
 
 impl Session {
@@ -303,80 +318,6 @@ impl Session {
     pub fn entries(&self) -> &[ManagedFieldsEntry] {
         &self.state.entries
     }
-}
-
-fn load_schema(raw: &Value) -> Result<Loaded, String> {
-    if let Value::String(s) = raw {
-        let s = s.trim();
-        if s == "k8s" || s.starts_with("k8s-") || s.starts_with("k8s@") {
-            let version = if s.len() > 4 {
-                &s[4..]
-            } else {
-                builtin::ORACLE_VERSION
-            };
-            let schema = builtin::kubernetes(version).map_err(|e| format!("schema {s:?}: {e}"))?;
-            return Ok(Loaded {
-                schema: SchemaRef::Static(schema),
-                source: format!("built-in Kubernetes {version} schema"),
-                by_gvk: true,
-            });
-        }
-        if s.contains('\n') || s.starts_with("types:") || s.starts_with('{') {
-            return inline(s);
-        }
-        return file(s);
-    }
-    let text = json::to_string(raw, json::Style::PLAIN);
-    inline(&text)
-}
-
-fn inline(text: &str) -> Result<Loaded, String> {
-    let schema = smd_yaml::parse(text).map_err(|e| format!("invalid smd schema (inline): {e}"))?;
-    Ok(Loaded {
-        schema: SchemaRef::Owned(Arc::new(schema)),
-        source: "inline".into(),
-        by_gvk: false,
-    })
-}
-
-fn file(path: &str) -> Result<Loaded, String> {
-    let data = std::fs::read_to_string(path).map_err(|e| format!("reading schema: {e}"))?;
-    let loaded = crate::schema::load_document(&data, path).map_err(|e| e.to_string())?;
-    let by_gvk = loaded.gvks().next().is_some();
-    Ok(Loaded {
-        by_gvk,
-        schema: SchemaRef::Owned(Arc::new(loaded)),
-        source: path.to_string(),
-    })
-}
-
-fn type_name_for(
-    l: &Loaded,
-    explicit: &str,
-    api_version: &str,
-    kind: &str,
-) -> Result<String, String> {
-    if !explicit.is_empty() {
-        if l.schema.find_named(explicit).is_none() {
-            return Err(format!(
-                "type {explicit:?} not found in schema {}",
-                l.source
-            ));
-        }
-        return Ok(explicit.to_string());
-    }
-    if !l.by_gvk {
-        return Err("case has no \"typeName\" (required for smd schemas)".into());
-    }
-    l.schema
-        .type_for(&Gvk::from_api_version(api_version, kind))
-        .map(str::to_string)
-        .ok_or_else(|| {
-            format!(
-                "no type for apiVersion={api_version:?} kind={kind:?} in {}; give \"typeName\"",
-                l.source
-            )
-        })
 }
 
 fn conflicts_out(cs: &Conflicts) -> Vec<ConflictOut> {
@@ -449,6 +390,7 @@ fn prepared_apply(
         options: ManagerOptions {
             prepared: Some(&p),
             capture_before: false,
+            fields: None,
         },
         api_version: fm.api_version.clone(),
         kind: fm.kind.clone(),
@@ -469,6 +411,7 @@ fn run_step(sess: &mut Session, step: &StepInput, op: &str, now: i64) -> StepRes
     let use_prepared = sess.prepared && sess.known_versions.is_empty();
     let loaded = &*sess.loaded;
     let ignored = &sess.ignored;
+    let fields = &sess.fields;
     let st = &mut sess.state;
     let op = op.to_ascii_lowercase();
     let mut r = StepResult {
@@ -555,7 +498,10 @@ fn run_step(sess: &mut Session, step: &StepInput, op: &str, now: i64) -> StepRes
         ignored,
         known_versions: known.as_ref(),
         now,
-        options: Default::default(),
+        options: ManagerOptions {
+            fields: Some(fields),
+            ..Default::default()
+        },
     };
     let created;
     let live: &Value = match &st.live {

@@ -77,6 +77,49 @@ pub fn parse_strict(input: &[u8]) -> Result<Value, JsonError> {
     Ok(v)
 }
 
+/// Parses a JSON object of at most [`MAX_KEPT_OBJECT_KEYS`] members whose member `key` is kept
+/// as its exact text instead of being built (callers that may already know that text skip
+/// building it). `None` for anything else: callers then [`parse`] it whole, for the value or the
+/// located error. The kept text is checked as JSON, but not for nesting depth.
+pub fn parse_object_keeping<'a>(input: &'a [u8], key: &str) -> Option<(Map, Option<&'a str>)> {
+    let text = std::str::from_utf8(input).ok()?;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let out = de.deserialize_map(Keeping(key)).ok()?;
+    de.end().ok()?;
+    Some(out)
+}
+
+/// Members [`parse_object_keeping`] reads before it gives up (the object is then parsed whole,
+/// whose maps index their keys; this one looks each key up in turn).
+pub const MAX_KEPT_OBJECT_KEYS: usize = 32;
+
+/// The top-level visitor of [`parse_object_keeping`]: repeated keys keep the last value, as
+/// [`parse`] does.
+struct Keeping<'k>(&'k str);
+
+impl<'de> Visitor<'de> for Keeping<'_> {
+    type Value = (Map, Option<&'de str>);
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Self::Value, A::Error> {
+        let mut m = Map::with_capacity(access.size_hint().unwrap_or(8));
+        let mut kept = None;
+        while let Some(k) = access.next_key::<KeyStr>()? {
+            if k.0 == self.0 {
+                let raw: &'de serde_json::value::RawValue = access.next_value()?;
+                kept = Some(raw.get());
+            } else {
+                m.insert(k.0, access.next_value::<Value>()?);
+            }
+            if m.len() >= MAX_KEPT_OBJECT_KEYS {
+                return Err(de::Error::custom("too many members"));
+            }
+        }
+        Ok((m, kept))
+    }
+}
+
 impl Value {
     fn deserialize_value<'de, D: Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
         d.deserialize_any(ValueVisitor::<false>)
