@@ -89,9 +89,11 @@ pub fn identity(manager: &str, op: Operation, api_version: &str, subresource: &s
 
 /// Parses an identity built by [`identity`].
 pub fn parse_identity(key: &str) -> Option<Identity> {
-    if let Some(id) = parse_plain_identity(key) {
-        return Some(id);
-    }
+    parse_plain_identity(key).or_else(|| parse_json_identity(key))
+}
+
+/// [`parse_identity`] by the JSON parser (any key the fast reading declines).
+fn parse_json_identity(key: &str) -> Option<Identity> {
     let v = crate::value::json::parse_str(key).ok()?;
     let m = v.as_map()?;
     let get = |k: &str| m.get(k).and_then(Value::as_str).unwrap_or("").to_string();
@@ -422,17 +424,7 @@ mod tests {
 
     #[test]
     fn plain_identities_read_as_the_json_parser_reads_them() {
-        let by_json = |key: &str| {
-            let v = crate::value::json::parse_str(key).ok()?;
-            let m = v.as_map()?;
-            let get = |k: &str| m.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-            Some(Identity {
-                manager: get("manager"),
-                operation: get("operation"),
-                api_version: get("apiVersion"),
-                subresource: get("subresource"),
-            })
-        };
+        let by_json = parse_json_identity;
         let mut keys = vec![];
         for manager in ["bob", "", "a<b", "q\"uote", "back\\slash", "ünï", "tab\t"] {
             for op in [Operation::Apply, Operation::Update] {
