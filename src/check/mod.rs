@@ -217,11 +217,8 @@ pub fn resolve_until(
 
 fn located(d: &Document, path: Option<&str>, message: String) -> ManifestError {
     ManifestError {
-        file: d.origin.file.clone(),
-        doc: Some(d.origin.doc),
-        line: Some(d.origin.line),
         path: path.map(str::to_string),
-        message,
+        ..d.origin.error(message)
     }
 }
 

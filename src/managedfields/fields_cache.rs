@@ -129,13 +129,10 @@ impl FieldsCache {
         inner.reconciled.insert(key, (name.into(), set.clone()));
     }
 
-    /// Sets kept now.
-    pub fn len(&self) -> usize {
+    /// Sets kept now (for the tests of the bound).
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.inner.borrow().sets.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

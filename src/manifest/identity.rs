@@ -72,10 +72,8 @@ fn located(d: &Document, keys: &[&str], message: String) -> ManifestError {
         None => d.origin.line,
     };
     ManifestError {
-        file: d.origin.file.clone(),
-        doc: Some(d.origin.doc),
         line: Some(line),
         path: Some(format!(".{}", keys.join("."))),
-        message,
+        ..d.origin.error(message)
     }
 }

@@ -77,33 +77,22 @@ pub(super) fn read_and_parse(
     let runs = runs(&files, |(_, _, size)| *size)?;
     // A file that did not read as planned ends every run: the caller reads them all again.
     let failed = AtomicBool::new(false);
-    let read: Vec<(Loaded, Vec<SharedFile>)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = runs
-            .iter()
-            .map(|run| {
-                scope.spawn(|| {
-                    let mut part = part_of(out);
-                    let mut read = Vec::with_capacity(run.len());
-                    for &(name, path, size) in *run {
-                        if failed.load(Ordering::Relaxed) {
-                            return None;
-                        }
-                        let Some(bytes) = read::read_exactly(path, size) else {
-                            failed.store(true, Ordering::Relaxed);
-                            return None;
-                        };
-                        let bytes = bytes::Bytes::from(bytes);
-                        parse_shared(name, &bytes, &mut part);
-                        read.push((name.clone(), bytes));
-                    }
-                    Some((part, read))
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().ok().flatten())
-            .collect::<Option<Vec<_>>>()
+    let read = on_runs(&runs, |run| {
+        let mut part = part_of(out);
+        let mut read = Vec::with_capacity(run.len());
+        for &(name, path, size) in run {
+            if failed.load(Ordering::Relaxed) {
+                return None;
+            }
+            let Some(bytes) = read::read_exactly(path, size) else {
+                failed.store(true, Ordering::Relaxed);
+                return None;
+            };
+            let bytes = bytes::Bytes::from(bytes);
+            parse_shared(name, &bytes, &mut part);
+            read.push((name.clone(), bytes));
+        }
+        Some((part, read))
     })?;
     let (parts, read): (Vec<Loaded>, Vec<Vec<SharedFile>>) = read.into_iter().unzip();
     Some((read.into_iter().flatten().collect(), joined(parts, out)))
@@ -120,25 +109,35 @@ pub(super) fn parse_files(files: &[SharedFile], out: &Loaded) -> Option<Loaded> 
         return None;
     }
     let runs = runs(files, |(_, b)| b.len() as u64)?;
-    let parsed: Vec<Loaded> = std::thread::scope(|scope| {
-        let handles: Vec<_> = runs
-            .iter()
-            .map(|run| {
-                scope.spawn(|| {
-                    let mut part = part_of(out);
-                    for (name, b) in *run {
-                        parse_shared(name, b, &mut part);
-                    }
-                    part
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().ok())
-            .collect::<Option<Vec<Loaded>>>()
+    let parsed = on_runs(&runs, |run| {
+        let mut part = part_of(out);
+        for (name, b) in run {
+            parse_shared(name, b, &mut part);
+        }
+        Some(part)
     })?;
     joined(parsed, out)
+}
+
+/// `work` on each run, one thread per run, the results in the runs' order; `None` when any
+/// run gives `None` or its thread panics.
+fn on_runs<T: Sync, R: Send>(
+    runs: &[&[T]],
+    work: impl Fn(&[T]) -> Option<R> + Sync,
+) -> Option<Vec<R>> {
+    let work = &work;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = runs
+            .iter()
+            .map(|run| scope.spawn(move || work(run)))
+            .collect();
+        // Every thread joined, so that a panic in one is its run's `None`, never the scope's.
+        let done: Vec<Option<R>> = handles
+            .into_iter()
+            .map(|h| h.join().ok().flatten())
+            .collect();
+        done.into_iter().collect()
+    })
 }
 
 /// `items` in contiguous runs of about equal size, one per core; `None` when there are not
