@@ -43,11 +43,10 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new_size: usize) -> *mut u8 {
         let q = unsafe { HEAP.realloc(p, l, new_size) };
         if !q.is_null() {
-            if new_size >= l.size() {
-                grew(new_size - l.size());
-            } else {
-                LIVE.fetch_sub(l.size() - new_size, Ordering::Relaxed);
-            }
+            // Counted as a new block and then the old one freed (what the default `realloc`
+            // does), so peaks are those measured before this wrapped mimalloc.
+            grew(new_size);
+            LIVE.fetch_sub(l.size(), Ordering::Relaxed);
         }
         q
     }

@@ -19,10 +19,14 @@ n=${1:-2000}
 seed=${2:-42}
 rounds=${3:-5}
 k=${FIELDGUARD_BENCH_REPEAT:-15}
-if ! [[ $k =~ ^[0-9]+$ ]] || ((k < 2)); then
-    echo "FIELDGUARD_BENCH_REPEAT must be a whole number of at least 2 (got '$k')" >&2
+whole() { # value minimum
+    [[ $1 =~ ^[0-9]+$ ]] && ((10#$1 >= $2))
+}
+if ! whole "$n" 1 || ! whole "$rounds" 1 || ! whole "$k" 2; then
+    echo "usage: N >= 1, ROUNDS >= 1, FIELDGUARD_BENCH_REPEAT >= 2 (got N=$n ROUNDS=$rounds K=$k)" >&2
     exit 2
 fi
+n=$((10#$n)) rounds=$((10#$rounds)) k=$((10#$k))
 
 scripts/setup.sh >/dev/null
 oracle=${SSA_ORACLE:-$PWD/.oracle/bin/ssa-oracle-modern}

@@ -201,7 +201,16 @@ mod tests {
             r#""k:""#,
             "\"",
             "{\"k:a\0b\":{},\"k:c\":{}}",
+            // A backslash as the last byte, inside a string and before what would close it.
+            "\"a\\",
+            "\"\\",
+            "{\"k:a\\\"",
         ] {
+            assert_eq!(
+                strings(text.as_bytes()).collect::<Vec<_>>(),
+                strings_by_memchr(text.as_bytes()),
+                "{text:?}"
+            );
             round_trip(text);
         }
         assert!(round_trip(r#"{"f:a":{"f:b":{}}}"#).keys.is_none());
