@@ -4,7 +4,7 @@
 //! key (or by value, for scalars); directives: `$patch: replace|delete|merge`, `$retainKeys`,
 //! `$setElementOrder/<field>`, `$deleteFromPrimitiveList/<field>`.
 //!
-//! Behaviour is pinned by upstream's own test tables (`tests/patch_cases.rs`); where the
+//! Behaviour is pinned by upstream's own test tables (`tests/offline/patch_cases.rs`); where the
 //! upstream algorithm depends on Go details (`%v` ordering, `sort.SliceStable` with a
 //! non-strict comparator, in-place de-duplication), `gosort` reproduces them.
 

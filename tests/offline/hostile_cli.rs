@@ -4,7 +4,7 @@
 //! cannot store, machine reports on invalid input, refusals while recording a release, and
 //! messages people can act on. Each test reproduces a report of the hostile-input review.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

@@ -11,7 +11,7 @@
 //! against the real server (`tests/apply.rs`, `tests/real_differential.rs`), and releases with
 //! hooks by Helm 4 itself (`tests/real_release.rs`).
 
-mod support;
+use crate::support;
 
 use fieldguard::apply::release::{Method, ServerSide};
 use fieldguard::apply::run::{self, Outcome, Request, Result_, RunError};

@@ -7,7 +7,7 @@
 //! the fake, which merges with fieldguard's own engine: protocol only (what is printed and
 //! logged), never the outcome of an apply.
 
-mod support;
+use crate::support;
 
 use base64::Engine;
 use fieldguard::service::proto::{

@@ -1,7 +1,7 @@
 //! The gRPC service end to end over loopback: health (not serving until ready), reflection,
 //! predictions (unary and streamed, equal to the CLI's), ownership queries, error details.
 
-mod support;
+use crate::support;
 
 use fieldguard::cache::ClusterCache;
 use fieldguard::catalog::{Catalog, DEFAULT_KUBERNETES};

@@ -1,7 +1,7 @@
 //! `fieldguard check` end to end: the bundled example against its snapshot and against a fake
 //! apiserver serving the same objects, every output format, exit codes, bad input.
 
-mod support;
+use crate::support;
 
 use support::process::{Served, closed_port};
 

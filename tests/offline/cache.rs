@@ -1,7 +1,7 @@
 //! The watch-fed cache against a fake apiserver with injected faults: after every fault the
 //! cache must converge to the apiserver's truth — no missed deletes, no phantom objects.
 
-mod support;
+use crate::support;
 
 use fieldguard::cache::{CacheConfig, ClusterCache};
 use fieldguard::live::state::LiveState;

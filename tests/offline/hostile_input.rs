@@ -22,7 +22,7 @@ fn snapshot() -> &'static (Snapshot, Catalog) {
     })
 }
 
-const RELEASE: &str = include_str!("../examples/release/checkout.yaml");
+const RELEASE: &str = include_str!("../../examples/release/checkout.yaml");
 
 /// Runs the whole pipeline on `bytes`; returns whether anything was predicted.
 fn pipeline(bytes: &[u8]) -> bool {

@@ -5,7 +5,7 @@
 //! fieldguard from them. The outcome against kube-apiserver's own field manager is judged in
 //! `tests/real_history.rs`.
 
-mod support;
+use crate::support;
 
 use fieldguard::cache::{CacheConfig, ClusterCache};
 use fieldguard::service::proto::{self as pb, ownership_client::OwnershipClient};
