@@ -18,25 +18,7 @@ fn fieldguard(args: &[&str]) -> Output {
 }
 
 fn fieldguard_with_stdin(args: &[&str], stdin: Option<&[u8]>) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fieldguard"));
-    cmd.args(args)
-        .current_dir(root())
-        .env_remove("KUBECONFIG")
-        .env("HOME", std::env::temp_dir())
-        .env_remove("FIELDGUARD_FIELD_MANAGER")
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("run fieldguard");
-    if let Some(bytes) = stdin {
-        use std::io::Write;
-        child.stdin.take().unwrap().write_all(bytes).unwrap();
-    }
-    child.wait_with_output().unwrap()
+    support::process::run(args, stdin)
 }
 
 fn stdout(o: &Output) -> String {

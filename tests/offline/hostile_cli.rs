@@ -5,6 +5,7 @@
 //! messages people can act on. Each test reproduces a report of the hostile-input review.
 
 use crate::support;
+use support::process::run;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -12,30 +13,6 @@ use std::process::{Command, Output, Stdio};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fieldguard"));
-    cmd.args(args)
-        .current_dir(root())
-        .env_remove("KUBECONFIG")
-        .env("HOME", std::env::temp_dir())
-        .env_remove("FIELDGUARD_FIELD_MANAGER")
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("run fieldguard");
-    if let Some(bytes) = stdin {
-        use std::io::Write;
-        let mut input = child.stdin.take().unwrap();
-        // The reader may stop early (a refusal): a broken pipe here is expected.
-        let _ = input.write_all(bytes);
-    }
-    child.wait_with_output().unwrap()
 }
 
 fn out(o: &Output) -> String {

@@ -1,16 +1,41 @@
 //! Processes and ports for tests, without races: a `fieldguard serve` binds port 0 and the test
 //! reads the address the kernel chose from the service's own log; "nobody listens here" is a
 //! port held bound (so nobody else can take it) but never listening (so connections are
-//! refused at once).
+//! refused at once). One-shot commands run through [`run`].
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a served process may take to log its address and readiness: a hang guard only.
 const STARTUP: Duration = Duration::from_secs(120);
+
+/// Runs the fieldguard binary once, from the project root, as a user with no kubeconfig, a home
+/// of their own and no field manager in the environment; `stdin`, when given, is written to it
+/// (a broken pipe is not an error: a command may stop reading to refuse its input).
+pub fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fieldguard"));
+    cmd.args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("KUBECONFIG")
+        .env("HOME", std::env::temp_dir())
+        .env_remove("FIELDGUARD_FIELD_MANAGER")
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("run fieldguard");
+    if let Some(bytes) = stdin {
+        use std::io::Write;
+        let _ = child.stdin.take().unwrap().write_all(bytes);
+    }
+    child.wait_with_output().unwrap()
+}
 
 /// A running `fieldguard serve`.
 pub struct Served {
