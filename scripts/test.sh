@@ -14,9 +14,9 @@ export FIELDGUARD_REQUIRE_VALIDATORS=1
 export FIELDGUARD_REQUIRE_REALAPI=1
 export FIELDGUARD_SHARED=${FIELDGUARD_SHARED:-$PWD/../shared}
 cargo fmt --all -- --check
-# Lints in the tests' profile with every feature (the tests' two): the proc macros and build
-# scripts it compiles (syn, serde_derive, ring's and mimalloc's C, protoc) are the ones the test
-# build below then reuses, and the debug-only cross-checks are linted too.
+# Lints in the tests' profile with every feature (the tests' two): the dependencies' proc
+# macros and build scripts it compiles (syn, serde_derive, ring's and mimalloc's C) are the ones
+# the test build below then reuses, and the debug-only cross-checks are linted too.
 cargo clippy --all-targets --all-features --profile checked -- -D warnings
 # No backtraces: a failing test's panic message (file, line, what differed) is then the last
 # thing it prints, where a CI log's tail shows it, instead of dozens of runtime frames.

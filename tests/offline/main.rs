@@ -1,13 +1,17 @@
-//! Every integration test that needs no real apiserver, in one test binary: the engine against
-//! the reference oracle and upstream's tables, the command line, and the service, cache,
-//! releases and telemetry against the in-process fake apiserver. One binary links the
-//! library's generic code (tokio, tonic, kube, serde) once where fifteen binaries each linked
-//! their own copy; the tests are the same and run as they did (`cargo test --test offline --
-//! service::` runs one module).
+//! The integration tests that need neither the real apiserver nor a process of their own, in
+//! one test binary: the engine against the reference oracle and upstream's tables, the command
+//! line, and the service, cache and releases against the in-process fake apiserver. One binary
+//! links the library's generic code (tokio, tonic, kube, serde) once, where fourteen binaries
+//! each linked their own copy. The modules share this process and its test threads; none
+//! installs a process-wide subscriber or hook. To run one module, filter by its path, e.g.
+//! `cargo test --test offline -- cache::` (a filter matches anywhere in a test's path:
+//! `service::` also runs `history_service::`).
 //!
-//! The tests against the real apiserver (`tests/real_*.rs`, `tests/apply.rs`) stay binaries of
-//! their own: each starts the server its tests share, and `real_watch` restarts and compacts
-//! its server mid-test, which no other test may see.
+//! Binaries of their own: the tests against the real apiserver (`tests/real_*.rs`,
+//! `tests/apply.rs`), as each starts the server its tests share and `real_watch` restarts and
+//! compacts its server mid-test; and `tests/telemetry.rs`, which installs the process-wide
+//! tracing subscriber and asserts on the spans it collects. proptest keeps its regression seeds
+//! in `tests/proptest-regressions/` (the directory beside the one holding this `main.rs`).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -27,4 +31,3 @@ mod release;
 mod schema;
 mod secrets;
 mod service;
-mod telemetry;

@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 /// How long a served process may take to log its address and readiness: a hang guard only.
 const STARTUP: Duration = Duration::from_secs(120);
 
-/// Runs the fieldguard binary once, from the project root, as a user with no kubeconfig, a home
-/// of their own and no field manager in the environment; `stdin`, when given, is written to it
-/// (a broken pipe is not an error: a command may stop reading to refuse its input).
+/// Runs the fieldguard binary once, from the project root, as a user with no kubeconfig, the
+/// temporary directory for a home and no field manager in the environment; `stdin`, when
+/// given, is written to it (a broken pipe is not an error: a command may stop reading to refuse
+/// its input).
 pub fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_fieldguard"));
     cmd.args(args)

@@ -5,7 +5,7 @@
 //! The tracing subscriber is process-wide: this binary has this one test only. The apply
 //! runs against the fake apiserver (a core Secret): protocol only.
 
-use crate::support;
+mod support;
 
 use fieldguard::service::Stores;
 use fieldguard::service::proto::{
