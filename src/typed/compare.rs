@@ -61,8 +61,22 @@ pub fn compare_merged(
 struct Guide<'v>(Option<&'v Value>);
 
 impl<'v> Guide<'v> {
-    fn key(g: Option<Self>, k: &str) -> Option<Self> {
-        g.map(|Guide(v)| Guide(v.and_then(Value::as_map).and_then(|m| m.get(k))))
+    /// The guide's keys at a map node, looked up through `Map::lookup` (hashed when the map is
+    /// large: a scan per key made comparing a map of n keys cost n² key comparisons).
+    fn keys(g: Option<Self>) -> Option<crate::value::MapLookup<'v>> {
+        g.and_then(|Guide(v)| v)
+            .and_then(Value::as_map)
+            .map(|m| m.lookup())
+    }
+    /// The guide below key `k` (found at position `hint` when the maps list their keys alike),
+    /// given the guide at the map (`g`) and its keys (`keys`, from [`Guide::keys`]).
+    fn key(
+        g: Option<Self>,
+        keys: Option<&crate::value::MapLookup<'v>>,
+        k: &str,
+        hint: usize,
+    ) -> Option<Self> {
+        g.map(|_| Guide(keys.and_then(|l| l.get_at(k, hint))))
     }
     /// True if the subtree is known to be unchanged (guided, and the config has nothing here).
     fn untouched(g: Option<Self>) -> bool {
@@ -344,10 +358,11 @@ impl<'s> Walker<'s> {
     ) -> Diff {
         let mut acc = Acc::default();
         let rl = rhs.map(|r| r.lookup());
+        let gl = Guide::keys(g);
         if let Some(lm) = lhs {
             for (i, (k, lv)) in lm.iter().enumerate() {
                 let rv = rl.as_ref().and_then(|r| r.get_at(k, i));
-                let cg = Guide::key(g, k);
+                let cg = Guide::key(g, gl.as_ref(), k, i);
                 if rv.is_some() && Guide::untouched(cg) {
                     continue;
                 }
@@ -359,7 +374,7 @@ impl<'s> Walker<'s> {
         }
         if let Some(rm) = rhs {
             let ll = lhs.map(|l| l.lookup());
-            for (k, rv) in rm.iter() {
+            for (i, (k, rv)) in rm.iter().enumerate() {
                 if ll.as_ref().is_some_and(|l| l.contains(k)) {
                     continue;
                 }
@@ -368,7 +383,7 @@ impl<'s> Walker<'s> {
                     field_type(m, k),
                     None,
                     Some(rv),
-                    Guide::key(g, k),
+                    Guide::key(g, gl.as_ref(), k, i),
                 );
                 if !d.is_empty() {
                     acc.add(&PathElement::Field(k.clone()), d);

@@ -105,11 +105,7 @@ impl Value {
             (Value::List(a), Value::List(b)) => {
                 a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.strict_eq(y))
             }
-            (Value::Map(a), Value::Map(b)) => {
-                a.len() == b.len()
-                    && a.iter()
-                        .all(|(k, v)| b.get(k).is_some_and(|w| v.strict_eq(w)))
-            }
+            (Value::Map(a), Value::Map(b)) => a == b,
             _ => false,
         }
     }
@@ -154,10 +150,15 @@ impl From<Map> for Value {
 impl PartialEq for Map {
     /// Strict equality of the entries, ignoring their order (see [`Value::strict_eq`]).
     fn eq(&self, other: &Map) -> bool {
-        self.len() == other.len()
-            && self
-                .iter()
-                .all(|(k, v)| other.get(k).is_some_and(|w| v.strict_eq(w)))
+        if self.len() != other.len() {
+            return false;
+        }
+        // Hashed when large: a scan per key made comparing maps of n keys cost n² key
+        // comparisons.
+        let keys = other.lookup();
+        self.iter()
+            .enumerate()
+            .all(|(i, (k, v))| keys.get_at(k, i).is_some_and(|w| v.strict_eq(w)))
     }
 }
 
