@@ -2,6 +2,7 @@
 //! who owns what after a write, which fields conflict, and what an apply removes.
 
 mod conflict;
+mod dangling;
 mod prune;
 mod updater;
 

@@ -2,6 +2,7 @@
 //! changed). Conversion between API versions is the identity; managers recorded at versions the
 //! caller marks unknown are dropped, as kube-apiserver drops versions it no longer serves.
 
+use super::dangling;
 use super::prune::{self, PlainSets};
 use super::{Conflict, Conflicts, ManagedFields, SetChange, VersionedSet};
 use crate::fieldpath::{Path, Set};
@@ -440,12 +441,54 @@ impl<'s> Updater<'s> {
             }
             return Ok((merged, true, change));
         }
+        #[cfg(debug_assertions)]
+        let before = merged.clone();
+        let merged = match self.prune_targeted(merged, managers, last) {
+            Ok(pruned) => {
+                #[cfg(debug_assertions)]
+                {
+                    let last_named = self.named(&last.set);
+                    let full = self.prune_full(before, managers, last, &last_named);
+                    debug_assert!(
+                        full.as_ref().is_ok_and(|f| f.strict_eq(&pruned)),
+                        "targeted prune disagrees with the full algorithm"
+                    );
+                }
+                return Ok((pruned, false, change));
+            }
+            Err(merged) => merged,
+        };
         let last_named = self.named(&last.set);
         Ok((
             self.prune_full(merged, managers, last, &last_named)?,
             false,
             change,
         ))
+    }
+
+    /// The three passes' result computed along the applier's previous set
+    /// ([`dangling::dangling`]) when every manager is recorded at that set's version; `merged`
+    /// back when that walk cannot tell.
+    fn prune_targeted(
+        &self,
+        merged: Value,
+        managers: &ManagedFields,
+        last: &VersionedSet,
+    ) -> Result<Value, Value> {
+        if managers.is_empty()
+            || managers
+                .values()
+                .any(|vs| vs.api_version != last.api_version)
+        {
+            return Err(merged);
+        }
+        let owners: Vec<&Set> = managers.values().map(|vs| &*vs.set).collect();
+        let (sc, tr) = (self.schema, self.type_ref);
+        match dangling::dangling(sc, tr, &merged, &last.set, &owners) {
+            Ok(removed) if removed.is_empty() => Ok(merged),
+            Ok(removed) => Ok(typed::remove_items(sc, tr, &merged, &removed)),
+            Err(dangling::GiveUp) => Err(merged),
+        }
     }
 
     /// The reference's three passes, unabridged.
