@@ -19,11 +19,15 @@
 //! Wherever one of those could happen (and for duplicated list items, items without path
 //! elements, fields the schema does not declare, types that do not resolve) the walk gives up
 //! and the caller runs the three passes. Debug builds compare the two on every call.
+//!
+//! Errors: the passes compute the merged object's whole field set, which fails on content the
+//! schema cannot type; the walk reads only the parts it visits. Both the applied config and
+//! the live object are validated before a merge, so the merged object has no such content.
 
 use crate::fieldpath::{PathElement, Set};
-use crate::schema::{ElementRelationship, Schema, TypeRef};
-use crate::typed::{Handler, ListIndex, field_type, handler};
-use crate::value::Value;
+use crate::schema::{ElementRelationship, List, Schema, TypeRef};
+use crate::typed::{Handler, ListIndex, field_type, handler, list_item_pe};
+use crate::value::{Map, Value};
 
 /// The walk met something it does not model; run the three passes.
 pub(super) struct GiveUp;
@@ -47,8 +51,15 @@ struct Entry<'v, 's> {
     v: &'v Value,
     /// A struct field the schema declares (promoted to a member where it has children).
     declared: bool,
-    /// For a list item: the list's key fields.
-    keys: &'s [crate::value::Str],
+    /// For a list item: the list.
+    list: Option<&'s List>,
+}
+
+impl Entry<'_, '_> {
+    /// The key fields of the list holding this item.
+    fn keys(&self) -> &[crate::value::Str] {
+        self.list.map_or(&[], |l| &l.keys)
+    }
 }
 
 enum Kind<'v, 's> {
@@ -78,6 +89,11 @@ fn below<'a>(owners: &[&'a Set], pe: &PathElement) -> Vec<&'a Set> {
 /// True if the entry at `pe` is a key field of the list item holding it.
 fn is_key_field(keys: &[crate::value::Str], pe: &PathElement) -> bool {
     matches!(pe, PathElement::Field(n) if keys.iter().any(|k| k == n))
+}
+
+/// True for a map or list value (a key field's value is a scalar in practice).
+fn is_container(v: &Value) -> bool {
+    matches!(v, Value::Map(_) | Value::List(_))
 }
 
 /// A set from members and children in any order.
@@ -110,7 +126,7 @@ impl<'s> Walk<'s> {
                         tr: &l.element_type,
                         v: item,
                         declared: false,
-                        keys: &l.keys,
+                        list: Some(l),
                     });
                 }
                 Ok(Kind::Container(out))
@@ -129,7 +145,7 @@ impl<'s> Walk<'s> {
                         tr: field_type(m, k),
                         v: val,
                         declared,
-                        keys: &[],
+                        list: None,
                     });
                 }
                 Ok(Kind::Container(out))
@@ -177,6 +193,8 @@ impl<'s> Walk<'s> {
             // Pass 1 leaves a scalar as it is, and turns any other childless value into null.
             Kind::Scalar => return Ok(Set::new()),
             Kind::Leaf(_) => return Err(GiveUp),
+            // Pass 1 turns an empty container into null.
+            Kind::Container(entries) if entries.is_empty() => return Err(GiveUp),
             Kind::Container(entries) => entries,
         };
         let (mut members, mut children) = (Vec::new(), Vec::new());
@@ -200,7 +218,11 @@ impl<'s> Walk<'s> {
                     children.push((e.pe.clone(), sub));
                 }
             } else if let Some(ls) = l.child(&e.pe).filter(|s| !s.is_empty()) {
-                let sub = self.above(e.tr, e.v, ls, &below(owners, &e.pe), e.keys)?;
+                if is_key_field(keys, &e.pe) && is_container(e.v) {
+                    // Removing inside a key's value would change the item's path element.
+                    return Err(GiveUp);
+                }
+                let sub = self.above(e.tr, e.v, ls, &below(owners, &e.pe), e.keys())?;
                 if !sub.is_empty() {
                     children.push((e.pe.clone(), sub));
                 }
@@ -235,6 +257,7 @@ impl<'s> Walk<'s> {
         };
         let (mut members, mut children) = (Vec::new(), Vec::new());
         let (mut kept, mut removed) = (0, 0);
+        let mut keys_removed = Vec::new();
         for e in &entries {
             if !self.is_node(e)? {
                 continue;
@@ -242,6 +265,10 @@ impl<'s> Walk<'s> {
             let lsub = l.and_then(|l| l.child(&e.pe));
             if owned(owners, e) {
                 kept += 1;
+                if is_key_field(at.keys(), &e.pe) && is_container(e.v) {
+                    // Removing inside a key's value would change the item's path element.
+                    return Err(GiveUp);
+                }
                 let sub = self.kept(e, lsub, &below(owners, &e.pe))?;
                 if !sub.is_empty() {
                     children.push((e.pe.clone(), sub));
@@ -249,8 +276,8 @@ impl<'s> Walk<'s> {
                 continue;
             }
             removed += 1;
-            if is_key_field(at.keys, &e.pe) {
-                return Err(GiveUp);
+            if is_key_field(at.keys(), &e.pe) {
+                keys_removed.push(&e.pe);
             }
             let Some(l) = l else { continue };
             if named_member(l, &e.pe, e.declared) {
@@ -266,7 +293,36 @@ impl<'s> Walk<'s> {
             // Pass 2 would empty `at`, or leave it with no node below.
             return Err(GiveUp);
         }
+        if !keys_removed.is_empty() && !self.same_key_without(at, &keys_removed)? {
+            // The item would get another path element.
+            return Err(GiveUp);
+        }
         Ok(assemble(members, children))
+    }
+
+    /// True if list item `at` has the same path element without the key fields `removed` (a
+    /// key field with a default, such as a port's `protocol`, keys by its default when absent).
+    fn same_key_without(&self, at: &Entry, removed: &[&PathElement]) -> Result<bool, GiveUp> {
+        let (Some(list), Value::Map(item)) = (at.list, at.v) else {
+            return Err(GiveUp);
+        };
+        let mut keys = Map::with_capacity(list.keys.len());
+        for k in &list.keys {
+            let gone = removed
+                .iter()
+                .any(|pe| matches!(pe, PathElement::Field(n) if n == k));
+            if let (Some(v), false) = (item.get(k), gone) {
+                keys.push_unique(k.clone(), v.clone());
+            }
+        }
+        let pe = list_item_pe(
+            self.schema,
+            list,
+            ElementRelationship::Associative,
+            &Value::Map(keys),
+        )
+        .map_err(|_| GiveUp)?;
+        Ok(pe.equals(&at.pe))
     }
 
     /// The highest members of `l` that are nodes below `v`, a node pass 2 removes.
@@ -321,9 +377,35 @@ mod tests {
     }
 
     fn run(last: &Set, owners: &[&Set]) -> Result<Set, GiveUp> {
+        run_on(MERGED, last, owners)
+    }
+
+    fn run_on(merged: &str, last: &Set, owners: &[&Set]) -> Result<Set, GiveUp> {
         let s = crate::schema::builtin::kubernetes(crate::catalog::DEFAULT_KUBERNETES).unwrap();
         let tr = s.type_ref("io.k8s.api.apps.v1.Deployment");
-        dangling(s, &tr, &parse_one(MERGED).unwrap(), last, owners)
+        dangling(s, &tr, &parse_one(merged).unwrap(), last, owners)
+    }
+
+    /// A port whose `protocol` (a key field) nobody owns: pass 2 removes it, and the item
+    /// keeps its path element only because the key's default is the value it had.
+    #[test]
+    fn an_unowned_key_field_is_fine_only_when_its_default_keys_the_same() {
+        let set = |port: &str| {
+            let text = format!(
+                r#"{{"f:spec":{{"f:template":{{"f:spec":{{"f:containers":{{"k:{{\"name\":\"app\"}}":{{".":{{}},"f:name":{{}},"f:ports":{{"k:{{\"containerPort\":8080,\"protocol\":\"{port}\"}}":{{".":{{}},"f:containerPort":{{}},"f:name":{{}}}}}}}}}}}}}}}}}}"#
+            );
+            Set::from_fields_v1(text.as_bytes()).unwrap()
+        };
+        let merged = |port: &str| {
+            format!(
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  template:\n    spec:\n      containers:\n      - name: app\n        ports:\n        - {{containerPort: 8080, protocol: {port}, name: http}}\n"
+            )
+        };
+        let tcp = set("TCP");
+        let got = run_on(&merged("TCP"), &tcp, &[&tcp]).ok().expect("walked");
+        assert!(got.is_empty(), "{}", got.to_fields_v1());
+        let udp = set("UDP");
+        assert!(run_on(&merged("UDP"), &udp, &[&udp]).is_err());
     }
 
     /// A dropped env var nobody else owns is removed; one another manager owns stays, and
