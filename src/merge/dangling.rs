@@ -15,7 +15,8 @@
 //!
 //! That holds while no pass changes what is a node of the tree beyond removing subtrees: a
 //! container emptied by a removal becomes null, a list item that loses a key field gets
-//! another path element, a declared field left with no owned child drops out of the field set.
+//! another path element (unless the key's default is the value it had), a declared field left
+//! with no owned child drops out of the field set.
 //! Wherever one of those could happen (and for duplicated list items, items without path
 //! elements, fields the schema does not declare, types that do not resolve) the walk gives up
 //! and the caller runs the three passes. Debug builds compare the two on every call.
