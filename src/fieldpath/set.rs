@@ -124,6 +124,12 @@ impl Set {
         find(&self.members, pe).is_ok()
     }
 
+    /// True if `pe` is a member once named fields are promoted ([`Set::ensure_named_fields_are_members`]):
+    /// a member, or, for a struct field the schema declares (`declared`), a node with a subset.
+    pub fn has_named_member(&self, pe: &PathElement, declared: bool) -> bool {
+        self.has_member(pe) || (declared && self.child(pe).is_some())
+    }
+
     /// The subset below `pe` (smd `WithPrefix` / `Children.Get`).
     pub fn child(&self, pe: &PathElement) -> Option<&Set> {
         find_child(&self.children, pe)

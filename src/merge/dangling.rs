@@ -74,13 +74,8 @@ struct Walk<'s> {
     schema: &'s Schema,
 }
 
-/// `pe` is a member of `s` once named fields are promoted (smd `EnsureNamedFieldsAreMembers`).
-fn named_member(s: &Set, pe: &PathElement, declared: bool) -> bool {
-    s.has_member(pe) || (declared && s.child(pe).is_some())
-}
-
 fn owned(owners: &[&Set], e: &Entry) -> bool {
-    owners.iter().any(|o| named_member(o, &e.pe, e.declared))
+    owners.iter().any(|o| o.has_named_member(&e.pe, e.declared))
 }
 
 fn below<'a>(owners: &[&'a Set], pe: &PathElement) -> Vec<&'a Set> {
@@ -201,7 +196,7 @@ impl<'s> Walk<'s> {
         let (mut members, mut children) = (Vec::new(), Vec::new());
         let mut removed = 0;
         for e in &entries {
-            if named_member(l, &e.pe, e.declared) {
+            if l.has_named_member(&e.pe, e.declared) {
                 // A root: removed by pass 1.
                 removed += 1;
                 if is_key_field(keys, &e.pe) {
@@ -235,7 +230,7 @@ impl<'s> Walk<'s> {
             let mut left = false;
             for e in entries
                 .iter()
-                .filter(|e| !named_member(l, &e.pe, e.declared))
+                .filter(|e| !l.has_named_member(&e.pe, e.declared))
             {
                 if self.is_node(e)? {
                     left = true;
@@ -281,7 +276,7 @@ impl<'s> Walk<'s> {
                 keys_removed.push(&e.pe);
             }
             let Some(l) = l else { continue };
-            if named_member(l, &e.pe, e.declared) {
+            if l.has_named_member(&e.pe, e.declared) {
                 members.push(e.pe.clone());
             } else if let Some(ls) = lsub {
                 let sub = self.highest(e.tr, e.v, ls)?;
@@ -333,7 +328,7 @@ impl<'s> Walk<'s> {
         };
         let (mut members, mut children) = (Vec::new(), Vec::new());
         for e in &entries {
-            let member = named_member(l, &e.pe, e.declared);
+            let member = l.has_named_member(&e.pe, e.declared);
             let lsub = l.child(&e.pe);
             if !(member || lsub.is_some()) || !self.is_node(e)? {
                 continue;

@@ -112,7 +112,7 @@ fn walk(
         std::iter::once(mine)
             .flatten()
             .chain(others.iter().copied())
-            .any(|o| o.has_member(pe) || (is_named && o.child(pe).is_some()))
+            .any(|o| o.has_named_member(pe, is_named))
     };
     for m in part.members() {
         if !owned(m, declared(map, m)) {
