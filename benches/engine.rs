@@ -233,6 +233,7 @@ fn predict_deployment(bencher: divan::Bencher) {
             subresource: "",
             reset_fields: &f.reset,
             now: 1_800_000_000,
+            structural: None,
         });
         assert_eq!(p.verdict, fieldguard::predict::Verdict::Configured);
         p
@@ -256,6 +257,7 @@ fn predict_deployment_unprepared(bencher: divan::Bencher) {
             subresource: "",
             reset_fields: &f.reset,
             now: 1_800_000_000,
+            structural: None,
         })
     });
 }

@@ -76,8 +76,9 @@ pub struct TypeInfo {
     /// Fields the main endpoint resets, per API version (`status` when there is a status
     /// subresource).
     pub reset_fields: Arc<BTreeMap<String, Set>>,
-    /// The structural schema the apiserver validates stored objects with (custom resources
-    /// only: built-in kinds are validated by Go code, not by their published schema).
+    /// The structural schema the apiserver defaults and validates stored objects with (custom
+    /// resources only: built-in kinds are defaulted and validated by Go code, not by their
+    /// published schema).
     pub validation: Option<Arc<Structural>>,
     /// True for custom resources (a CRD, or a served type the built-in bundle does not
     /// define): stored unstructured, compared strictly by the apiserver.

@@ -1,12 +1,13 @@
 //! Differential testing against the real apiserver (`../shared/realapi`: Kubernetes 1.36's own
 //! handlers): random histories of writes to custom resources shaped like the built-in kinds'
-//! hard parts (`tests/data/realapi/widget-crd.yaml`). Before every server-side apply, fieldguard
-//! predicts it from what a user's `check` sees — the live object read from the server, the
-//! schema the server publishes at `/openapi/v3` — and the prediction is compared with what the
-//! server then does: refused or not (the 409 message word for word, the 422 of a merged object
-//! that fails the schema), the stored object, the managedFields (entries, their order,
-//! operation, apiVersion, subresource, fields; times only for presence), and whether it wrote
-//! at all (the resourceVersion).
+//! hard parts (`tests/data/realapi/widget-crd.yaml`; `sprocket-crd.yaml`, the same with the
+//! server's defaulting; the histories: `real_differential/histories.rs`). Before every
+//! server-side apply, fieldguard predicts it from what a user's `check` sees — the live object
+//! read from the server, the schema the server publishes at `/openapi/v3` — and the prediction
+//! is compared with what the server then does: refused or not (the 409 message word for word,
+//! the 422 of a merged object that fails the schema), the stored object, the managedFields
+//! (entries, their order, operation, apiVersion, subresource, fields; times only for presence),
+//! and whether it wrote at all (the resourceVersion).
 //!
 //! Between applies, other writers act as they do in clusters, through the server only (their
 //! effect is what the next prediction reads): Updates by JSON merge patch and JSON patch,
@@ -15,324 +16,27 @@
 //!   FIELDGUARD_REAL_STEPS   steps per run (default 2000)
 //!   FIELDGUARD_REAL_SEED    seed (default: from the clock, printed)
 
+#[path = "real_differential/histories.rs"]
+mod histories;
 mod support;
 
+use histories::*;
 use support::judge::{compare, contents, predict, stamped};
 use support::realapi::{delete, get, with_crd, write};
 
-use fieldguard::live::api::Api;
 use fieldguard::predict::Verdict;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use serde_json::{Map, Value, json};
-
-const GROUP_VERSION: &str = "fieldguard.test/v1";
-const GROUP: &str = "fieldguard.test";
-
-/// An object of the history: a Widget (one version) or a Gadget (the same type served as v1
-/// and v2), and the version a step reads and writes it at.
-#[derive(Clone, Copy, Debug)]
-struct Obj {
-    kind: &'static str,
-    plural: &'static str,
-    name: &'static str,
-    version: &'static str,
-}
-
-impl Obj {
-    fn api_version(&self) -> String {
-        format!("{GROUP}/{}", self.version)
-    }
-
-    fn url(&self) -> String {
-        format!(
-            "/apis/{GROUP}/{}/namespaces/{NAMESPACE}/{}/{}",
-            self.version, self.plural, self.name
-        )
-    }
-}
-
-/// The objects of a history; a Gadget's version is chosen per step.
-fn pick_obj(rng: &mut StdRng) -> Obj {
-    let (kind, plural, name) = *pick(
-        rng,
-        &[
-            ("Widget", "widgets", "w0"),
-            ("Widget", "widgets", "w1"),
-            ("Widget", "widgets", "w2"),
-            ("Gadget", "gadgets", "g0"),
-            ("Gadget", "gadgets", "g1"),
-        ],
-    );
-    let version = if kind == "Gadget" {
-        *pick(rng, &["v1", "v2"])
-    } else {
-        "v1"
-    };
-    Obj {
-        kind,
-        plural,
-        name,
-        version,
-    }
-}
-const NAMESPACE: &str = "default";
-const APPLIERS: [&str; 3] = ["alice", "bob", "carol"];
-
-fn steps() -> usize {
-    std::env::var("FIELDGUARD_REAL_STEPS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(2000)
-}
-
-fn seed() -> u64 {
-    std::env::var("FIELDGUARD_REAL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(1)
-        })
-}
-
-/// A random pick from a small domain, so that managers meet on the same fields and values.
-fn pick<'a, T>(rng: &mut StdRng, xs: &'a [T]) -> &'a T {
-    &xs[rng.gen_range(0..xs.len())]
-}
-
-fn some(rng: &mut StdRng) -> bool {
-    rng.gen_bool(0.4)
-}
-
-fn string_map(rng: &mut StdRng, keys: &[&str]) -> Value {
-    let mut m = Map::new();
-    for k in keys {
-        if rng.gen_bool(0.5) {
-            m.insert(k.to_string(), json!(pick(rng, &["a", "b"])));
-        }
-    }
-    Value::Object(m)
-}
-
-fn subset(rng: &mut StdRng, xs: &[&str]) -> Vec<Value> {
-    xs.iter()
-        .filter(|_| rng.gen_bool(0.5))
-        .map(|x| json!(x))
-        .collect()
-}
-
-fn container(rng: &mut StdRng, name: &str) -> Value {
-    let mut c = Map::new();
-    c.insert("name".into(), json!(name));
-    if some(rng) {
-        c.insert("image".into(), json!(pick(rng, &["img:1", "img:2"])));
-    }
-    if some(rng) {
-        let mut env = Vec::new();
-        for n in ["A", "B"] {
-            if rng.gen_bool(0.5) {
-                env.push(if rng.gen_bool(0.7) {
-                    json!({"name": n, "value": pick(rng, &["1", "2"])})
-                } else {
-                    json!({"name": n})
-                });
-            }
-        }
-        c.insert("env".into(), Value::Array(env));
-    }
-    if some(rng) {
-        let mut ports = Vec::new();
-        for (p, proto) in [(80, "TCP"), (80, "UDP"), (443, "TCP")] {
-            if rng.gen_bool(0.5) {
-                let mut m = json!({"containerPort": p, "protocol": proto});
-                if rng.gen_bool(0.3) {
-                    m["name"] = json!(pick(rng, &["web", "alt"]));
-                }
-                ports.push(m);
-            }
-        }
-        c.insert("ports".into(), Value::Array(ports));
-    }
-    Value::Object(c)
-}
-
-/// A random manifest for `o`: every field present or not, values from small domains.
-fn manifest(rng: &mut StdRng, o: &Obj) -> Value {
-    let mut spec = Map::new();
-    if some(rng) {
-        spec.insert("replicas".into(), json!(rng.gen_range(1..4)));
-    }
-    if some(rng) {
-        spec.insert("paused".into(), json!(rng.gen_bool(0.5)));
-    }
-    if some(rng) {
-        spec.insert("note".into(), json!(pick(rng, &["x", "y"])));
-    }
-    if some(rng) {
-        spec.insert("labels".into(), string_map(rng, &["tier", "app", "team"]));
-    }
-    if some(rng) {
-        spec.insert("selector".into(), string_map(rng, &["app", "tier"]));
-    }
-    if some(rng) {
-        spec.insert("args".into(), Value::Array(subset(rng, &["x", "y", "z"])));
-    }
-    if some(rng) {
-        spec.insert(
-            "finalizers".into(),
-            Value::Array(subset(rng, &["f1", "f2", "f3"])),
-        );
-    }
-    if some(rng) {
-        let port = if rng.gen_bool(0.5) {
-            json!(pick(rng, &[80, 8080]))
-        } else {
-            json!("http")
-        };
-        spec.insert("port".into(), port);
-    }
-    if some(rng) {
-        let mut extra = string_map(rng, &["k1", "k2"]);
-        if rng.gen_bool(0.5) {
-            extra["nested"] = json!({"depth": rng.gen_range(1..3)});
-        }
-        spec.insert("extra".into(), extra);
-    }
-    if some(rng) {
-        spec.insert(
-            "template".into(),
-            json!({"apiVersion": "v1", "kind": "Pod",
-                   "metadata": {"labels": string_map(rng, &["app"])},
-                   "spec": {"restartPolicy": pick(rng, &["Always", "Never"])}}),
-        );
-    }
-    if some(rng) {
-        let mut cs = Vec::new();
-        for n in ["app", "sidecar", "log"] {
-            if rng.gen_bool(0.5) {
-                cs.push(container(rng, n));
-            }
-        }
-        spec.insert("containers".into(), Value::Array(cs));
-    }
-    let mut m = json!({"apiVersion": o.api_version(), "kind": o.kind,
-                       "metadata": {"name": o.name, "namespace": NAMESPACE}});
-    if rng.gen_bool(0.2) {
-        m["metadata"]["labels"] = string_map(rng, &["team", "owner"]);
-    }
-    if !spec.is_empty() || rng.gen_bool(0.5) {
-        m["spec"] = Value::Object(spec);
-    }
-    m
-}
-
-fn object_url(name: &str) -> String {
-    format!("/apis/{GROUP_VERSION}/namespaces/{NAMESPACE}/widgets/{name}")
-}
-
-/// One write by someone other than the appliers (its answer is not compared: its effect is
-/// what the next prediction reads).
-async fn other_writer(api: &Api, rng: &mut StdRng, o: &Obj) -> String {
-    let url = o.url();
-    let merge = "application/merge-patch+json";
-    let (what, answer) = match rng.gen_range(0..6) {
-        0 => {
-            let body = json!({"spec": {"labels": {*pick(rng, &["tier", "app", "hotfix"]): pick(rng, &["a", "b", "c"])}}});
-            (
-                "merge patch of a label by editor",
-                write(
-                    api,
-                    http::Method::PATCH,
-                    &format!("{url}?fieldManager=editor"),
-                    merge,
-                    &body,
-                )
-                .await,
-            )
-        }
-        1 => {
-            let body =
-                json!({"spec": {"replicas": rng.gen_range(1..6), "note": pick(rng, &["x", "z"])}});
-            (
-                "merge patch of replicas and note by editor",
-                write(
-                    api,
-                    http::Method::PATCH,
-                    &format!("{url}?fieldManager=editor"),
-                    merge,
-                    &body,
-                )
-                .await,
-            )
-        }
-        2 => {
-            let body = json!([{"op": "add", "path": "/spec/paused", "value": rng.gen_bool(0.5)}]);
-            (
-                "JSON patch of paused by kubectl-edit",
-                write(
-                    api,
-                    http::Method::PATCH,
-                    &format!("{url}?fieldManager=kubectl-edit"),
-                    "application/json-patch+json",
-                    &body,
-                )
-                .await,
-            )
-        }
-        3 => {
-            let body = json!({"status": {"phase": pick(rng, &["Ready", "Pending"]), "replicas": rng.gen_range(0..4)}});
-            (
-                "status write by controller",
-                write(
-                    api,
-                    http::Method::PATCH,
-                    &format!("{url}/status?fieldManager=controller"),
-                    merge,
-                    &body,
-                )
-                .await,
-            )
-        }
-        4 => {
-            let body = json!({"spec": {"replicas": rng.gen_range(1..6)}});
-            (
-                "scale write by autoscaler",
-                write(
-                    api,
-                    http::Method::PATCH,
-                    &format!("{url}/scale?fieldManager=autoscaler"),
-                    merge,
-                    &body,
-                )
-                .await,
-            )
-        }
-        _ => (
-            "delete",
-            write(
-                api,
-                http::Method::DELETE,
-                &url,
-                "application/json",
-                &json!({}),
-            )
-            .await,
-        ),
-    };
-    match answer {
-        Ok(_) => what.to_string(),
-        Err(r) => format!("{what}: refused {} ({})", r.code, r.message),
-    }
-}
+use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn predictions_equal_what_the_real_apiserver_does() {
     let Some((api, _)) = with_crd("widget-crd.yaml", GROUP_VERSION).await else {
         return;
     };
+    if with_crd("sprocket-crd.yaml", GROUP_VERSION).await.is_none() {
+        return;
+    }
     let Some((_, mut catalog)) = with_crd(
         "gadget-crd.yaml",
         &[GROUP_VERSION, "fieldguard.test/v2"].join(","),
@@ -415,11 +119,14 @@ async fn predictions_equal_what_the_real_apiserver_does() {
             .entry(format!("{} at {}", o.kind, o.version))
             .or_default() += 1;
         let found = compare(&p, live.as_ref(), &answer);
-        if !p.notes.is_empty() {
+        if p.notes.iter().any(|n| n.contains("owned but not served")) {
             let what = if wrote { "rewrote" } else { "did not write" };
             *counts
                 .entry(format!("noted stored form, server {what}"))
                 .or_default() += 1;
+        }
+        if p.notes.iter().any(|n| n.contains("fills in its default")) {
+            *counts.entry("noted a default put back".into()).or_default() += 1;
         }
         history.push(format!(
             "{step}: {name}: apply by {manager}{}: {m}",
@@ -456,6 +163,8 @@ async fn predictions_equal_what_the_real_apiserver_does() {
         "refused 409",
         "refused 422",
         "Gadget at v2",
+        "Sprocket at v1",
+        "noted a default put back",
     ] {
         assert!(count(want) > 0 || n < 500, "no {want} among {counts:?}");
     }
@@ -615,6 +324,9 @@ async fn stored_form_rewrites() {
     let Some((api, _)) = with_crd("widget-crd.yaml", GROUP_VERSION).await else {
         return;
     };
+    if with_crd("sprocket-crd.yaml", GROUP_VERSION).await.is_none() {
+        return;
+    }
     let Some((_, mut catalog)) = with_crd(
         "gadget-crd.yaml",
         &[GROUP_VERSION, "fieldguard.test/v2"].join(","),

@@ -271,6 +271,160 @@ async fn cel_rules_equal_the_servers() {
     );
 }
 
+/// Structural defaulting, step by step against the real server (`sprocket-crd.yaml`: `spec`
+/// defaulted whole, a required `mode` with a default, a defaulted object and its own defaults,
+/// a port's `protocol` key and `weight` defaulted in list items). Each apply is predicted from
+/// the live object and compared with what the server does (verdict, stored object,
+/// managedFields, whether it wrote).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn defaults_are_filled_in_as_the_server_does() {
+    let Some((api, mut catalog)) = with_crd("sprocket-crd.yaml", GROUP_VERSION).await else {
+        return;
+    };
+    let url = format!("/apis/{GROUP_VERSION}/namespaces/{NAMESPACE}/sprockets/defaulted");
+    delete(&api, &url).await;
+    let sprocket = |spec: Value| {
+        let mut spec = spec;
+        spec["containers"] = json!([{"name": "app", "ports": [{"containerPort": 80}]}]);
+        json!({"apiVersion": GROUP_VERSION, "kind": "Sprocket",
+               "metadata": {"name": "defaulted", "namespace": NAMESPACE}, "spec": spec})
+    };
+    let steps: [(&str, Value, Verdict); 7] = [
+        // The required `mode` left out: defaulted, not refused.
+        (
+            "created without mode",
+            sprocket(json!({})),
+            Verdict::Created,
+        ),
+        (
+            "mode set",
+            sprocket(json!({"mode": "slow"})),
+            Verdict::Configured,
+        ),
+        // Dropped: not removed but reset to the default.
+        ("mode dropped", sprocket(json!({})), Verdict::Configured),
+        (
+            "mode set to its default",
+            sprocket(json!({"mode": "fast"})),
+            Verdict::OwnershipOnly,
+        ),
+        (
+            "mode dropped again",
+            sprocket(json!({})),
+            Verdict::OwnershipOnly,
+        ),
+        (
+            "mode null",
+            sprocket(json!({"mode": null})),
+            Verdict::OwnershipOnly,
+        ),
+        // A null where no default exists is refused.
+        (
+            "cpu null",
+            sprocket(json!({"limits": {"cpu": null}})),
+            Verdict::Rejected,
+        ),
+    ];
+    for (what, m, want) in steps {
+        let live = get(&api, &url).await;
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        let p = predict(
+            &mut catalog,
+            NAMESPACE,
+            live.as_ref(),
+            &m,
+            "bob",
+            false,
+            now,
+        );
+        let answer = write(
+            &api,
+            http::Method::PATCH,
+            &format!("{url}?fieldManager=bob"),
+            "application/apply-patch+yaml",
+            &m,
+        )
+        .await;
+        let found = support::judge::compare(&p, live.as_ref(), &answer);
+        assert!(found.is_empty(), "{what}: {found:?}");
+        assert_eq!(p.verdict, want, "{what}: {:?}", p.message);
+        if what == "created without mode" {
+            let spec = &answer.as_ref().unwrap()["spec"];
+            assert_eq!(spec["mode"], "fast");
+            assert_eq!(spec["limits"], json!({"cpu": "1", "memory": "1Gi"}));
+            assert_eq!(
+                spec["containers"][0]["ports"][0],
+                json!({"containerPort": 80, "protocol": "TCP", "weight": 5})
+            );
+        }
+        if what == "mode dropped" {
+            assert!(p.removed.is_empty(), "{:?}", p.removed);
+            assert!(
+                p.notes.iter().any(|n| n
+                    == ".spec.mode: dropped by this apply, and the server fills in its default (\"fast\")"),
+                "{:?}",
+                p.notes
+            );
+        }
+    }
+}
+
+/// A group-version's schema document read through an index taken before the document
+/// changed (a CRD of the group installed meanwhile, as during a release that installs CRDs):
+/// the index's hash URL then answers `301` to the new hash, and the current document is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_openapi_index_reads_the_current_document() {
+    let Some((api, _)) = with_crd("widget-crd.yaml", GROUP_VERSION).await else {
+        return;
+    };
+    let hash_url = |i: &Option<fieldguard::value::Value>| {
+        i.as_ref()
+            .and_then(|i| i.str_at(&["paths", "apis/fieldguard.test/v1", "serverRelativeURL"]))
+            .map(str::to_string)
+    };
+    let stale = api.openapi_index().await.unwrap();
+    let before = hash_url(&stale);
+    assert!(
+        before.as_deref().is_some_and(|u| u.contains("?hash=")),
+        "{before:?}"
+    );
+    // A kind of the same group, new to this server.
+    let kind = format!("Stale{}", std::process::id());
+    let plural = format!("{}s", kind.to_lowercase());
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.fieldguard.test")},
+        "spec": {"group": "fieldguard.test", "scope": "Namespaced",
+                 "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+    support::realapi::install_crd(&api, &crd.to_string()).await;
+    // The stale index's hash URL now answers 301 (the document changed): read through it
+    // until the document has the new kind (a hang guard; other tests of this binary install
+    // CRDs of the group too).
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let read = api
+            .gv_types(&stale, GROUP_VERSION)
+            .await
+            .expect("read through the stale index")
+            .expect("the group-version is served");
+        assert!(read.schema.is_some());
+        if read.validations.iter().any(|(gvk, _)| gvk.kind == kind) {
+            break;
+        }
+        assert!(std::time::Instant::now() < until, "{kind} never published");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_ne!(hash_url(&api.openapi_index().await.unwrap()), before);
+    delete(
+        &api,
+        &format!(
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.fieldguard.test"
+        ),
+    )
+    .await;
+}
+
 /// A server-side apply of `m` at `url` by the manager `author`.
 async fn apply(api: &fieldguard::live::api::Api, url: &str, m: &Value) -> support::realapi::Answer {
     let url = format!("{url}?fieldManager=author");

@@ -626,6 +626,7 @@ pub fn predict_prepared(
         subresource: "",
         reset_fields: &t.info.reset_fields,
         now: opts.now,
+        structural: t.info.validation.as_deref(),
     };
     let mut p = predict::predict(&req);
     // kube-apiserver's IgnoreManagedFieldsTimestampsTransformer: when an update changes

@@ -273,6 +273,14 @@ impl Api {
         let Some(text) = self.get_text(path, accept).await? else {
             return Ok(None);
         };
+        // What some endpoints answer for what they do not have (an OpenAPI v3 document of a
+        // group-version no longer published: `200` with nothing).
+        if text.trim().is_empty() {
+            return Err(ClusterError::new(format!(
+                "cluster {}: GET {path}: an empty answer (no such document)",
+                self.url
+            )));
+        }
         // Objects are bounded by the apiserver; schema documents are larger (a few MiB).
         json::parse_limited(text.as_bytes(), 16 * MAX_DOCUMENT_BYTES)
             .map(Some)

@@ -26,13 +26,35 @@ fn custom_resource_schemas(doc: &Value) -> Vec<(Gvk, Arc<Structural>)> {
             if builtin.is_some_and(|b| b.type_for(&gvk).is_some()) {
                 continue;
             }
-            out.push((
-                gvk,
-                Arc::new(Structural::from_value(spec, Some(components))),
-            ));
+            let mut s = Structural::from_value(spec, Some(components));
+            // A CRD's published schema is inline (its only reference is ObjectMeta); an
+            // aggregated API's types refer to others, and carry openapi-gen's `default`s
+            // (`{}`, `""`), which that server's own code applies, not structural defaulting.
+            if refers_beyond_object_meta(spec, 0) {
+                s.defaults_below = false;
+            }
+            out.push((gvk, Arc::new(s)));
         }
     }
     out
+}
+
+/// Whether a schema refers (`$ref`) to a component other than ObjectMeta.
+fn refers_beyond_object_meta(v: &Value, depth: usize) -> bool {
+    match v {
+        _ if depth > 64 => true,
+        Value::Map(m) => m.iter().any(|(k, c)| {
+            if k == "$ref" {
+                c.as_str().is_none_or(|r| {
+                    r.trim_start_matches("#/components/schemas/") != crate::typed::OBJECT_META
+                })
+            } else {
+                refers_beyond_object_meta(c, depth + 1)
+            }
+        }),
+        Value::List(l) => l.iter().any(|c| refers_beyond_object_meta(c, depth + 1)),
+        _ => false,
+    }
 }
 
 /// What an `APIResourceList` says about each kind.
@@ -168,10 +190,14 @@ impl Api {
             schema: None,
             validations: Vec::new(),
         };
+        // The index names each document with its hash (`?hash=...`), and a hash URL answers
+        // `301 Moved Permanently` (to the new hash, with no body) once the document changed:
+        // a CRD of the group installed or changed since the index was read, as during a
+        // release that installs CRDs. The path without the hash is the current document.
         let doc_url = index
             .as_ref()
             .and_then(|i| i.str_at(&["paths", &base, "serverRelativeURL"]))
-            .map(str::to_string);
+            .map(|u| u.split_once('?').map_or(u, |(path, _)| path).to_string());
         if let Some(u) = doc_url
             && let Some(doc) = self.get_json(&u).await?
         {
@@ -305,5 +331,36 @@ impl Types {
             .iter()
             .find(|(g, _)| g == gvk)
             .map(|(_, d)| d.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Defaults are a custom resource's (inline schema, ObjectMeta its only reference); an
+    /// aggregated API's type, referring to other components, is not defaulted by them.
+    #[test]
+    fn only_inline_schemas_are_defaulted() {
+        let doc = crate::value::json::parse_str(
+            r##"{"components":{"schemas":{
+              "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta":{"type":"object"},
+              "test.Crd":{"type":"object","x-kubernetes-group-version-kind":[{"group":"t.io","version":"v1","kind":"Crd"}],
+                "properties":{"metadata":{"allOf":[{"$ref":"#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}]},
+                  "spec":{"type":"object","properties":{"mode":{"type":"string","default":"fast"}}}}},
+              "test.Aggregated":{"type":"object","x-kubernetes-group-version-kind":[{"group":"t.io","version":"v1","kind":"Aggregated"}],
+                "properties":{"spec":{"default":{},"allOf":[{"$ref":"#/components/schemas/test.Spec"}]}}},
+              "test.Spec":{"type":"object","properties":{"name":{"type":"string","default":""}}}}}}"##,
+        )
+        .unwrap();
+        let schemas = custom_resource_schemas(&doc);
+        let defaulted = |kind: &str| {
+            schemas
+                .iter()
+                .find(|(g, _)| g.kind == kind)
+                .map(|(_, s)| s.defaults_below)
+        };
+        assert_eq!(defaulted("Crd"), Some(true));
+        assert_eq!(defaulted("Aggregated"), Some(false));
     }
 }

@@ -126,14 +126,38 @@ impl<'a> Context<'a> {
             })
             .collect();
 
+        // A field the merge removed that the server's defaulting puts back (a custom
+        // resource's schema `default`) is not removed: it is reset, and a note says to what.
+        let mut notes = Vec::new();
         let removed = match (&out.comparison, out.changed && self.exists) {
             (Some(cmp), true) => top_paths(&cmp.removed)
                 .into_iter()
-                .map(|p| OwnedField {
-                    path: p.to_string(),
-                    value: self.value_in(self.live, &p.0),
-                    owners: self.owners_of(before, &p.0, ""),
-                    path_elements: p,
+                .filter_map(|p| {
+                    if let Some(now) = self
+                        .req
+                        .structural
+                        .and_then(|_| self.value_in(&out.object, &p.0))
+                    {
+                        // Back at the value it had: no news.
+                        if self
+                            .value_in(self.live, &p.0)
+                            .is_some_and(|was| crate::value::equals(&was, &now))
+                        {
+                            return None;
+                        }
+                        notes.push(format!(
+                            "{p}: dropped by this apply, and the server fills in its default \
+                             ({})",
+                            crate::value::json::to_string(&now, crate::value::json::Style::PLAIN)
+                        ));
+                        return None;
+                    }
+                    Some(OwnedField {
+                        path: p.to_string(),
+                        value: self.value_in(self.live, &p.0),
+                        owners: self.owners_of(before, &p.0, ""),
+                        path_elements: p,
+                    })
                 })
                 .collect(),
             _ => vec![],
@@ -178,7 +202,7 @@ impl<'a> Context<'a> {
             ownership_changed,
             rejections: Vec::new(),
             not_evaluated: Vec::new(),
-            notes: Vec::new(),
+            notes,
         }
     }
 }

@@ -45,6 +45,9 @@ pub struct ApplyRequest<'a> {
     pub reset_fields: &'a BTreeMap<String, Set>,
     /// Time to stamp on entries the apply touches.
     pub now: Time,
+    /// A custom resource's structural schema: the server fills its defaults into what it
+    /// stores ([`crate::validation::defaults`]). `None` for built-in kinds.
+    pub structural: Option<&'a crate::validation::Structural>,
 }
 
 /// An owner of a field.
@@ -306,11 +309,13 @@ pub fn predict(req: &ApplyRequest) -> Prediction {
         }
         Err(e) => Prediction::invalid(e.to_string()),
         Ok(mut out) => {
-            // What the server stores; a change that only the stored form undoes is none.
-            if crate::typed::to_stored_form(req.schema, req.type_ref, &mut out.object)
-                && out.changed
-                && req.live.is_some()
-            {
+            // What the server stores; a change that only the stored form undoes is none, and
+            // so is one that defaulting puts back (the live object was read defaulted).
+            let stored = crate::typed::to_stored_form(req.schema, req.type_ref, &mut out.object);
+            let defaulted = req
+                .structural
+                .is_some_and(|s| crate::validation::defaults::apply(&mut out.object, s));
+            if (stored && out.changed || defaulted) && req.live.is_some() {
                 out.changed = !crate::value::equals(live_obj, &out.object);
             }
             // An owned, empty ObjectMeta field the server does not serve may still be in its

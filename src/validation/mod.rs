@@ -15,6 +15,7 @@
 //! fieldguard lists them in field order.
 
 mod cel;
+pub mod defaults;
 pub mod immutable;
 pub mod meta;
 mod structural;

@@ -1,6 +1,6 @@
 //! A custom resource's structural schema (`openAPIV3Schema` of a CRD version, or the schema a
-//! cluster publishes at `/openapi/v3`) read for validation: the value constraints the
-//! apiserver checks on the object it is about to store.
+//! cluster publishes at `/openapi/v3`) as the apiserver uses it on the object it is about to
+//! store: the defaults it fills in ([`super::defaults`]) and the value constraints it checks.
 
 use crate::value::{Map, Value};
 use regex::Regex;
@@ -39,6 +39,11 @@ pub struct Structural {
     pub list_map_keys: Option<Vec<String>>,
     /// Constraints under `allOf`/`anyOf`/`oneOf`/`not` (not evaluated by fieldguard).
     pub junctors: bool,
+    /// The value the apiserver fills in where the field is absent (or a null it may not hold):
+    /// [`super::defaults`].
+    pub default: Option<Value>,
+    /// Whether this node or one below it has a default (defaulting skips subtrees without).
+    pub defaults_below: bool,
 }
 
 impl Structural {
@@ -73,6 +78,10 @@ impl Structural {
         {
             let mut s = Self::read(&all[0], components, depth + 1);
             s.nullable |= m.get("nullable") == Some(&Value::Bool(true));
+            if let Some(d) = m.get("default").filter(|d| !d.is_null()) {
+                s.default = Some(d.clone());
+                s.defaults_below = true;
+            }
             return s;
         }
         let int = |k: &str| match m.get(k) {
@@ -92,7 +101,7 @@ impl Structural {
                 .filter(|c| c.as_map().is_some())
                 .map(|c| Box::new(Self::read(c, components, depth + 1)))
         };
-        Structural {
+        let mut s = Structural {
             ty: string("type"),
             nullable: flag("nullable"),
             int_or_string: flag("x-kubernetes-int-or-string"),
@@ -156,7 +165,15 @@ impl Structural {
                     && !m.contains_key("allOf")
                     && !m.contains_key("oneOf")
                     && !m.contains_key("not")),
-        }
+            // A `null` default is none (Go's `Default.Object == nil`).
+            default: m.get("default").filter(|d| !d.is_null()).cloned(),
+            defaults_below: false,
+        };
+        s.defaults_below = s.default.is_some()
+            || s.properties.iter().any(|(_, p)| p.defaults_below)
+            || s.additional.as_ref().is_some_and(|a| a.defaults_below)
+            || s.items.as_ref().is_some_and(|i| i.defaults_below);
+        s
     }
 
     /// The schema of a property.

@@ -18,6 +18,7 @@ mod support;
 
 mod cache;
 mod check_cli;
+mod defaults;
 #[cfg(feature = "generator")]
 mod differential;
 mod fieldsv1;

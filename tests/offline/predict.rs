@@ -110,6 +110,7 @@ impl Cluster {
             subresource: "",
             reset_fields: &self.reset,
             now: self.clock + 60,
+            structural: None,
         })
     }
 }
@@ -317,6 +318,7 @@ spec:
         subresource: "",
         reset_fields: &BTreeMap::new(),
         now: T0,
+        structural: None,
     });
     assert_eq!(p.verdict, Verdict::Created);
     assert_eq!(p.managed_fields().len(), 1);

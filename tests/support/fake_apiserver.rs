@@ -965,6 +965,7 @@ fn apply_patch(
         subresource: "",
         reset_fields: &info.reset_fields,
         now: 1_800_000_000,
+        structural: info.validation.as_deref(),
     });
     match p.verdict {
         Verdict::Conflict => {

@@ -411,9 +411,19 @@ pub async fn install_crd(api: &Api, yaml: &str) {
             cs.iter()
                 .any(|c| c["type"] == "Established" && c["status"] == "True")
         });
-        let published = get(api, "/openapi/v3")
-            .await
-            .is_some_and(|i| gvs.iter().all(|gv| i["paths"].get(gv).is_some()));
+        // Each group-version's document lists the kind (the index already lists a
+        // group-version whose other CRDs are installed).
+        let kind = crd["spec"]["names"]["kind"].as_str().unwrap();
+        let mut published = true;
+        for gv in &gvs {
+            // (An unpublished group-version's document is an empty answer, not a 404.)
+            let doc = api
+                .get_text(&format!("/openapi/v3/{gv}"), "application/json")
+                .await
+                .unwrap()
+                .unwrap_or_default();
+            published &= doc.contains(&format!("\"kind\":\"{kind}\""));
+        }
         if established && published {
             return;
         }
