@@ -289,7 +289,7 @@ async fn defaults_are_filled_in_as_the_server_does() {
         json!({"apiVersion": GROUP_VERSION, "kind": "Sprocket",
                "metadata": {"name": "defaulted", "namespace": NAMESPACE}, "spec": spec})
     };
-    let steps: [(&str, Value, Verdict); 7] = [
+    let steps: [(&str, Value, Verdict); 8] = [
         // The required `mode` left out: defaulted, not refused.
         (
             "created without mode",
@@ -317,6 +317,12 @@ async fn defaults_are_filled_in_as_the_server_does() {
             "mode null",
             sprocket(json!({"mode": null})),
             Verdict::OwnershipOnly,
+        ),
+        // Null items and map values become their default, then get its fields' defaults.
+        (
+            "null items and values",
+            sprocket(json!({"slots": [null, {"size": 5}], "extras": {"a": null, "b": {}}})),
+            Verdict::Configured,
         ),
         // A null where no default exists is refused.
         (
@@ -355,6 +361,17 @@ async fn defaults_are_filled_in_as_the_server_does() {
             assert_eq!(
                 spec["containers"][0]["ports"][0],
                 json!({"containerPort": 80, "protocol": "TCP", "weight": 5})
+            );
+        }
+        if what == "null items and values" {
+            let spec = &answer.as_ref().unwrap()["spec"];
+            assert_eq!(
+                spec["slots"],
+                json!([{"size": 1, "zone": 2}, {"size": 5, "zone": 2}])
+            );
+            assert_eq!(
+                spec["extras"],
+                json!({"a": {"size": 1, "zone": 2}, "b": {"zone": 2}})
             );
         }
         if what == "mode dropped" {

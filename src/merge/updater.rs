@@ -431,14 +431,7 @@ impl<'s> Updater<'s> {
         );
         if unprunable {
             #[cfg(debug_assertions)]
-            {
-                let last_named = self.named(&last.set);
-                let full = self.prune_full(merged.clone(), managers, last, &last_named)?;
-                debug_assert!(
-                    full.strict_eq(&merged),
-                    "prune fast path disagrees with the full algorithm"
-                );
-            }
+            self.assert_as_prune_full(merged.clone(), managers, last, &merged, "prune fast path");
             return Ok((merged, true, change));
         }
         #[cfg(debug_assertions)]
@@ -446,14 +439,7 @@ impl<'s> Updater<'s> {
         let merged = match self.prune_targeted(merged, managers, last) {
             Ok(pruned) => {
                 #[cfg(debug_assertions)]
-                {
-                    let last_named = self.named(&last.set);
-                    let full = self.prune_full(before, managers, last, &last_named);
-                    debug_assert!(
-                        full.as_ref().is_ok_and(|f| f.strict_eq(&pruned)),
-                        "targeted prune disagrees with the full algorithm"
-                    );
-                }
+                self.assert_as_prune_full(before, managers, last, &pruned, "targeted prune");
                 return Ok((pruned, false, change));
             }
             Err(merged) => merged,
@@ -492,6 +478,25 @@ impl<'s> Updater<'s> {
     }
 
     /// The reference's three passes, unabridged.
+    /// Debug builds (the test suite): a shortcut's result `got` must be what the three passes
+    /// make of `before`.
+    #[cfg(debug_assertions)]
+    fn assert_as_prune_full(
+        &self,
+        before: Value,
+        managers: &ManagedFields,
+        last: &VersionedSet,
+        got: &Value,
+        shortcut: &str,
+    ) {
+        let last_named = self.named(&last.set);
+        let full = self.prune_full(before, managers, last, &last_named);
+        debug_assert!(
+            full.as_ref().is_ok_and(|f| f.strict_eq(got)),
+            "{shortcut} disagrees with the full algorithm"
+        );
+    }
+
     fn prune_full(
         &self,
         merged: Value,
