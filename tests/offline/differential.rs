@@ -195,15 +195,7 @@ fn random_cases_agree_with_oracle() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(10_000);
-    let seed: u64 = std::env::var("FIELDGUARD_DIFF_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(1)
-        });
+    let seed = super::support::seed("FIELDGUARD_DIFF_SEED");
     println!(
         "random cases: seed {seed} (reproduce: fieldguard replay --generate {count} --seed {seed})"
     );

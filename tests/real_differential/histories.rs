@@ -71,15 +71,7 @@ pub fn steps() -> usize {
 }
 
 pub fn seed() -> u64 {
-    std::env::var("FIELDGUARD_REAL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(1)
-        })
+    super::support::seed("FIELDGUARD_REAL_SEED")
 }
 
 /// A random pick from a small domain, so that managers meet on the same fields and values.
@@ -253,90 +245,46 @@ pub fn object_url(name: &str) -> String {
 pub async fn other_writer(api: &Api, rng: &mut StdRng, o: &Obj) -> String {
     let url = o.url();
     let merge = "application/merge-patch+json";
-    let (what, answer) = match rng.gen_range(0..6) {
-        0 => {
-            let body = json!({"spec": {"labels": {*pick(rng, &["tier", "app", "hotfix"]): pick(rng, &["a", "b", "c"])}}});
-            (
-                "merge patch of a label by editor",
-                write(
-                    api,
-                    http::Method::PATCH,
-                    &format!("{url}?fieldManager=editor"),
-                    merge,
-                    &body,
-                )
-                .await,
-            )
-        }
-        1 => {
-            let body =
-                json!({"spec": {"replicas": rng.gen_range(1..6), "note": pick(rng, &["x", "z"])}});
-            (
-                "merge patch of replicas and note by editor",
-                write(
-                    api,
-                    http::Method::PATCH,
-                    &format!("{url}?fieldManager=editor"),
-                    merge,
-                    &body,
-                )
-                .await,
-            )
-        }
-        2 => {
-            let body = json!([{"op": "add", "path": "/spec/paused", "value": rng.gen_bool(0.5)}]);
-            (
-                "JSON patch of paused by kubectl-edit",
-                write(
-                    api,
-                    http::Method::PATCH,
-                    &format!("{url}?fieldManager=kubectl-edit"),
-                    "application/json-patch+json",
-                    &body,
-                )
-                .await,
-            )
-        }
-        3 => {
-            let body = json!({"status": {"phase": pick(rng, &["Ready", "Pending"]), "replicas": rng.gen_range(0..4)}});
-            (
-                "status write by controller",
-                write(
-                    api,
-                    http::Method::PATCH,
-                    &format!("{url}/status?fieldManager=controller"),
-                    merge,
-                    &body,
-                )
-                .await,
-            )
-        }
-        4 => {
-            let body = json!({"spec": {"replicas": rng.gen_range(1..6)}});
-            (
-                "scale write by autoscaler",
-                write(
-                    api,
-                    http::Method::PATCH,
-                    &format!("{url}/scale?fieldManager=autoscaler"),
-                    merge,
-                    &body,
-                )
-                .await,
-            )
-        }
-        _ => (
-            "delete",
-            write(
-                api,
-                http::Method::DELETE,
-                &url,
-                "application/json",
-                &json!({}),
-            )
-            .await,
+    // What, where (below the object's URL, with the writer's field manager), how, and the body.
+    let (what, at, content_type, body) = match rng.gen_range(0..6) {
+        0 => (
+            "merge patch of a label by editor",
+            "?fieldManager=editor",
+            merge,
+            json!({"spec": {"labels": {*pick(rng, &["tier", "app", "hotfix"]): pick(rng, &["a", "b", "c"])}}}),
         ),
+        1 => (
+            "merge patch of replicas and note by editor",
+            "?fieldManager=editor",
+            merge,
+            json!({"spec": {"replicas": rng.gen_range(1..6), "note": pick(rng, &["x", "z"])}}),
+        ),
+        2 => (
+            "JSON patch of paused by kubectl-edit",
+            "?fieldManager=kubectl-edit",
+            "application/json-patch+json",
+            json!([{"op": "add", "path": "/spec/paused", "value": rng.gen_bool(0.5)}]),
+        ),
+        3 => (
+            "status write by controller",
+            "/status?fieldManager=controller",
+            merge,
+            json!({"status": {"phase": pick(rng, &["Ready", "Pending"]), "replicas": rng.gen_range(0..4)}}),
+        ),
+        4 => (
+            "scale write by autoscaler",
+            "/scale?fieldManager=autoscaler",
+            merge,
+            json!({"spec": {"replicas": rng.gen_range(1..6)}}),
+        ),
+        _ => ("delete", "", "application/json", json!({})),
     };
+    let method = if what == "delete" {
+        http::Method::DELETE
+    } else {
+        http::Method::PATCH
+    };
+    let answer = write(api, method, &format!("{url}{at}"), content_type, &body).await;
     match answer {
         Ok(_) => what.to_string(),
         Err(r) => format!("{what}: refused {} ({})", r.code, r.message),

@@ -21,6 +21,19 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// A random test's seed: the environment variable `var`, else the clock (the test prints it).
+pub fn seed(var: &str) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(1)
+        })
+}
+
 /// The resource types of the bundled example.
 pub fn example_resources() -> Vec<Resource> {
     vec![
