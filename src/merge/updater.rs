@@ -477,7 +477,6 @@ impl<'s> Updater<'s> {
         }
     }
 
-    /// The reference's three passes, unabridged.
     /// Debug builds (the test suite): a shortcut's result `got` must be what the three passes
     /// make of `before`.
     #[cfg(debug_assertions)]
@@ -497,6 +496,7 @@ impl<'s> Updater<'s> {
         );
     }
 
+    /// The reference's three passes, unabridged.
     fn prune_full(
         &self,
         merged: Value,

@@ -6,11 +6,11 @@
 //! are filled in before the walk descends, so a defaulted object gets its own fields' defaults.
 //!
 //! What the real apiserver showed (`tests/real_validation.rs`, and the random histories of
-//! `tests/real_differential.rs` with `tests/data/realapi/sprocket-crd.yaml`): an apply that leaves out a
-//! required field with a default is accepted; `field: null` where a default exists is stored as
-//! the default, where none exists it is refused (the nulls are not pruned on this path); an
-//! apply whose merged object differs from the stored one only by what defaulting puts back
-//! writes only its ownership; defaulted fields are owned by nobody.
+//! `tests/real_differential.rs` with `tests/data/realapi/sprocket-crd.yaml`): an apply that
+//! leaves out a required field with a default is accepted; `field: null` where a default exists
+//! is stored as the default, where none exists it is refused (the nulls are not pruned on this
+//! path); an apply whose merged object differs from the stored one only by what defaulting puts
+//! back writes only its ownership; defaulted fields are owned by nobody.
 
 use super::Structural;
 use crate::value::Value;
