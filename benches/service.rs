@@ -237,6 +237,7 @@ async fn generate() {
         }],
         ..Default::default()
     };
+    handler_alone(&root.join("examples/cluster"), &request).await;
     {
         let server = Server::start(&[&root.join("examples/cluster")]).await;
         let client = server.analysis();
@@ -274,6 +275,29 @@ async fn generate() {
                 cores(used),
                 per(generator),
                 cores(generator),
+            );
+        }
+        // The floor beside it, on the same connection: a gRPC health check does no work of
+        // its own, so its cost is the transport's (HTTP/2, tonic, the runtime, the kernel).
+        for rate in [500, 2_000] {
+            let (cpu, own) = (server.cpu(), cpu_of("self"));
+            let h = tonic_health::pb::health_client::HealthClient::new(server.channel.clone());
+            let run = open_loop(rate, SECONDS, move || {
+                let mut h = h.clone();
+                async move {
+                    h.check(tonic_health::pb::HealthCheckRequest::default())
+                        .await
+                        .is_ok()
+                }
+            })
+            .await;
+            let (used, generator) = (server.cpu() - cpu, cpu_of("self") - own);
+            let n = run.latencies.len() as f64;
+            println!(
+                "  floor, gRPC health check at {rate}/s: latency from due {}; CPU per request: server {:.0} µs, load generator {:.0} µs",
+                run.summary(),
+                used.as_secs_f64() * 1e6 / n,
+                generator.as_secs_f64() * 1e6 / n,
             );
         }
     }
@@ -315,6 +339,52 @@ async fn generate() {
     }
     let _ = std::fs::remove_dir_all(&dir);
     under_managers(request).await;
+}
+
+/// The same prediction without the transport: the service's handler called in this process on
+/// the same snapshot (parse, resolve, live objects, engine, response), one call at a time, and
+/// its stages on their own. Beside the server's CPU per request, this splits the cost between
+/// the handler and what carries it (HTTP/2, tonic, the runtime, the kernel).
+async fn handler_alone(snapshot: &Path, request: &pb::PredictRequest) {
+    use fieldguard::service::proto::analysis_server::Analysis;
+    let snap = Snapshot::load(&[Input::Path(snapshot.into())], &mut std::io::empty()).unwrap();
+    let mut c = Catalog::kubernetes(DEFAULT_KUBERNETES).unwrap();
+    snap.extend_catalog(&mut c).unwrap();
+    let store = Arc::new(
+        SnapshotState::new(snap, c).keeping_prepared(fieldguard::live::prepared::DEFAULT_ENTRIES),
+    );
+    let svc = fieldguard::service::analysis::AnalysisService::new(Stores::single("bench", store));
+    const CALLS: u32 = 5_000;
+    for _ in 0..500 {
+        svc.predict_conflicts(tonic::Request::new(request.clone()))
+            .await
+            .unwrap();
+    }
+    let (t, cpu) = (Instant::now(), cpu_of("self"));
+    for _ in 0..CALLS {
+        let r = svc
+            .predict_conflicts(tonic::Request::new(request.clone()))
+            .await
+            .unwrap();
+        std::hint::black_box(r);
+    }
+    let (wall, cpu) = (t.elapsed() / CALLS, (cpu_of("self") - cpu) / CALLS);
+    // The manifest's parse alone (YAML with line tracking), as the handler does it.
+    let content = &request.manifests[0].content;
+    let name: Arc<str> = Arc::from("deployment.yaml");
+    let t = Instant::now();
+    for _ in 0..CALLS {
+        let mut loaded = fieldguard::manifest::Loaded::new(fieldguard::manifest::Limits::default());
+        fieldguard::manifest::parse_into(&name, content, &mut loaded);
+        std::hint::black_box(loaded);
+    }
+    let parse = t.elapsed() / CALLS;
+    println!(
+        "service: the same PredictConflicts handled in-process, no transport, {CALLS} calls one at a time: {:.0} µs per call (CPU {:.0} µs); of which parsing the manifest {:.0} µs",
+        wall.as_secs_f64() * 1e6,
+        cpu.as_secs_f64() * 1e6,
+        parse.as_secs_f64() * 1e6,
+    );
 }
 
 /// 100,000 ConfigMaps (two managers each) beside the bundled cluster, as one snapshot file.
