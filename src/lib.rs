@@ -36,6 +36,7 @@
 //! Every step reproduces the reference's observable behaviour; where it takes a shortcut
 //! (the one-pass walk, the prune check), the reference-shaped algorithm is kept beside it,
 //! used whenever the shortcut does not apply, and compared with it in debug builds and tests.
+pub mod allocator;
 pub mod apply;
 pub mod cache;
 pub mod catalog;

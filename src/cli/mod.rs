@@ -107,6 +107,9 @@ pub fn run() -> ExitCode {
     // `serve` sets up its own logging (format, level, traces) inside its runtime.
     let _guard = (!matches!(cli.command, Command::Serve(_)))
         .then(|| crate::telemetry::init(crate::telemetry::LogFormat::Text, "warn", None));
+    if !matches!(cli.command, Command::Serve(_)) {
+        crate::allocator::keep_freed_memory();
+    }
     match cli.command {
         Command::Check(a) => check::run(a),
         Command::Apply(a) => apply::run(a),
