@@ -343,7 +343,7 @@ async fn generate() {
 
 /// The same prediction without the transport: the service's handler called in this process on
 /// the same snapshot (parse, resolve, live objects, engine, response), one call at a time, and
-/// its stages on their own. Beside the server's CPU per request, this splits the cost between
+/// the manifest's parse on its own. Beside the server's CPU per request, this splits the cost between
 /// the handler and what carries it (HTTP/2, tonic, the runtime, the kernel).
 async fn handler_alone(snapshot: &Path, request: &pb::PredictRequest) {
     use fieldguard::service::proto::analysis_server::Analysis;

@@ -26,9 +26,9 @@ mod tests {
     use super::*;
     use libmimalloc_sys::mi_option_get;
 
-    fn get(option: mi_option_t) -> i64 {
+    fn get(option: mi_option_t) -> std::ffi::c_long {
         // SAFETY: reads one of mimalloc's global options.
-        i64::from(unsafe { mi_option_get(option) })
+        unsafe { mi_option_get(option) }
     }
 
     #[test]
