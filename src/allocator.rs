@@ -12,9 +12,9 @@ const PURGE_DELAY: mi_option_t = mi_option_eager_commit_delay + 1;
 /// Keeps the memory the process frees for its own reuse instead of handing it back to the OS
 /// 10 ms later. Memory handed back and touched again is cleared by the kernel once more, page by
 /// page, and on these virtual machines a page touched for the first time is expensive (about
-/// 0.9 ms per MB): a `check` of 1,002 manifests against a 10,003-object snapshot took 3,300
-/// page faults with the default and 580 without purging (README, Speed). For every command but
-/// `serve`, which runs for days and must give back what a large request took.
+/// 0.9 ms per MB): a `check` of 1,002 manifests against a 10,003-object snapshot took 1,370 to
+/// 2,400 page faults with the default and about 550 without purging (README, Speed). For every
+/// command but `serve`, which runs for days and must give back what a large request took.
 pub fn keep_freed_memory() {
     // SAFETY: sets one of mimalloc's global options by its number; mimalloc allows that from
     // any thread at any time, and the number is checked against the header's order in tests.

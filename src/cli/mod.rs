@@ -104,10 +104,12 @@ pub fn run() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { EXIT_INVALID } else { 0 });
         }
     };
-    // `serve` sets up its own logging (format, level, traces) inside its runtime.
-    let _guard = (!matches!(cli.command, Command::Serve(_)))
-        .then(|| crate::telemetry::init(crate::telemetry::LogFormat::Text, "warn", None));
-    if !matches!(cli.command, Command::Serve(_)) {
+    // `serve` runs for days: it sets up its own logging (format, level, traces) inside its
+    // runtime and keeps the allocator's defaults. Every other command ends soon after its work.
+    let one_shot = !matches!(cli.command, Command::Serve(_));
+    let _guard =
+        one_shot.then(|| crate::telemetry::init(crate::telemetry::LogFormat::Text, "warn", None));
+    if one_shot {
         crate::allocator::keep_freed_memory();
     }
     match cli.command {
