@@ -56,14 +56,7 @@ fn serve(paths: &str) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let inputs: Vec<Input> = paths.split(',').map(|p| Input::Path(p.into())).collect();
-        let snap = Snapshot::load(&inputs, &mut std::io::empty()).unwrap();
-        let mut c = Catalog::kubernetes(DEFAULT_KUBERNETES).unwrap();
-        snap.extend_catalog(&mut c).unwrap();
-        // As `fieldguard serve --snapshot` serves it.
-        let store = Arc::new(
-            SnapshotState::new(snap, c)
-                .keeping_prepared(fieldguard::live::prepared::DEFAULT_ENTRIES),
-        );
+        let store = snapshot_store(&inputs);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         println!("{}", listener.local_addr().unwrap());
         tokio::spawn(service::serve_on(
@@ -79,6 +72,16 @@ fn serve(paths: &str) {
             .unwrap();
     });
     rt.shutdown_timeout(Duration::from_secs(1));
+}
+
+/// The snapshot at `inputs` as `fieldguard serve --snapshot` serves it.
+fn snapshot_store(inputs: &[Input]) -> Arc<SnapshotState> {
+    let snap = Snapshot::load(inputs, &mut std::io::empty()).unwrap();
+    let mut c = Catalog::kubernetes(DEFAULT_KUBERNETES).unwrap();
+    snap.extend_catalog(&mut c).unwrap();
+    Arc::new(
+        SnapshotState::new(snap, c).keeping_prepared(fieldguard::live::prepared::DEFAULT_ENTRIES),
+    )
 }
 
 /// A server process and a channel to it.
@@ -347,12 +350,7 @@ async fn generate() {
 /// the handler and what carries it (HTTP/2, tonic, the runtime, the kernel).
 async fn handler_alone(snapshot: &Path, request: &pb::PredictRequest) {
     use fieldguard::service::proto::analysis_server::Analysis;
-    let snap = Snapshot::load(&[Input::Path(snapshot.into())], &mut std::io::empty()).unwrap();
-    let mut c = Catalog::kubernetes(DEFAULT_KUBERNETES).unwrap();
-    snap.extend_catalog(&mut c).unwrap();
-    let store = Arc::new(
-        SnapshotState::new(snap, c).keeping_prepared(fieldguard::live::prepared::DEFAULT_ENTRIES),
-    );
+    let store = snapshot_store(&[Input::Path(snapshot.into())]);
     let svc = fieldguard::service::analysis::AnalysisService::new(Stores::single("bench", store));
     const CALLS: u32 = 5_000;
     for _ in 0..500 {
