@@ -31,6 +31,14 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("fieldguard-bench-check-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let (rel, snap) = generate(&dir);
+    // `FIELDGUARD_BENCH_ONLY=yaml`: the YAML comparison alone, repeated (for a profiler).
+    if std::env::var("FIELDGUARD_BENCH_ONLY").as_deref() == Ok("yaml") {
+        for _ in 0..20 {
+            yaml(&rel);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
     let rounds = 5;
 
     // In-process stages.
@@ -91,6 +99,7 @@ fn main() {
         ms(*wall.iter().max().unwrap())
     );
     scan(&snap);
+    yaml(&rel);
     scaling(&dir, &snap);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -195,6 +204,33 @@ fn scan(snap: &std::path::Path) {
         "  snapshot JSON ({} MB, one thread, medians of 5): skim {skim:.0} MB/s, strict parse into values {parse:.0} MB/s ({:.1}×), serde_json RawValue scan {raw:.0} MB/s",
         bytes / 1_000_000,
         skim / parse
+    );
+}
+
+/// Reading the release's YAML, in the same run: the block reader `check` uses, and yaml-rust2's
+/// events (what every stream went through before it).
+fn yaml(release: &std::path::Path) {
+    use fieldguard::value::yaml::{
+        YamlDoc, YamlError, YamlOptions, parse_documents, parse_documents_by_events,
+    };
+    let text = std::fs::read_to_string(release.join("release.yaml")).unwrap();
+    let opts = YamlOptions::default();
+    let rate = |f: fn(&str, &YamlOptions) -> Result<Vec<YamlDoc>, YamlError>| {
+        let runs: Vec<Duration> = (0..5)
+            .map(|_| {
+                let t = Instant::now();
+                let docs = f(&text, &opts).unwrap();
+                assert!(docs.len() >= 1000);
+                t.elapsed()
+            })
+            .collect();
+        text.len() as f64 / median(runs).as_secs_f64() / 1e6
+    };
+    let (block, events) = (rate(parse_documents), rate(parse_documents_by_events));
+    println!(
+        "  release YAML ({} KB, one stream, one thread, medians of 5): {block:.1} MB/s, through yaml-rust2's events {events:.1} MB/s ({:.1}×)",
+        text.len() / 1000,
+        block / events
     );
 }
 

@@ -13,7 +13,7 @@ pub mod limits;
 mod lines;
 mod parallel;
 mod read;
-mod split;
+pub(crate) mod split;
 mod unparsed;
 
 pub use identity::identity_errors;
