@@ -171,7 +171,7 @@ pub fn forbidden_char(src: &str) -> Option<(usize, usize, char)> {
 
 /// Parses a multi-document YAML stream. Empty documents are returned as `Null` values.
 /// Characters YAML does not allow are errors, located (never the silent end of the stream).
-/// Block YAML as tools print it is read by a reader of its own (`block.rs`, several times
+/// Block YAML as tools print it is read by a reader of its own (`block/`, several times
 /// faster); every other stream goes through yaml-rust2's events.
 pub fn parse_documents(src: &str, opts: &YamlOptions) -> Result<Vec<YamlDoc>, YamlError> {
     parse_with(src, opts, true)
