@@ -162,8 +162,15 @@ fn agrees_with_the_event_parser_on_the_repository_and_mutations() {
         .collect();
     assert!(docs.len() >= 200, "{} YAML documents", docs.len());
     let read_whole = docs.iter().filter(|d| agrees(d)).count();
-    for d in docs.iter().filter(|d| read(d, &opts()).is_none()) {
-        eprintln!("DECLINED {:?} {:?}", &d[..d.len().min(60)], declined_at(d));
+    // The real documents it declines are Helm templates not yet rendered and anchors.
+    for d in &docs {
+        if let Some((line, text)) = declined_at(d) {
+            assert!(
+                text.contains("{{") || text.contains(" &"),
+                "declined at line {line} ({text:?}) of {:?}",
+                &d[..d.len().min(80)]
+            );
+        }
     }
     // Most real documents take the fast way (the rest hold folded scalars, anchors, …).
     eprintln!("{read_whole} of {} documents read", docs.len());
