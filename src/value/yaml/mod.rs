@@ -206,7 +206,7 @@ fn parse_with(src: &str, opts: &YamlOptions, block: bool) -> Result<Vec<YamlDoc>
         {
             let events = parse_events(src, opts);
             assert!(
-                events.as_ref().is_ok_and(|e| *e == docs),
+                opts.deadline.expired() || events.as_ref().is_ok_and(|e| *e == docs),
                 "the block reader and the event parser disagree on {src:?}:\n{docs:?}\n{events:?}"
             );
         }

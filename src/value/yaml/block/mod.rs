@@ -35,7 +35,12 @@ pub(super) fn read(src: &str, opts: &YamlOptions) -> Option<Vec<YamlDoc>> {
     {
         return None;
     }
-    Reader::new(src, opts).stream().ok()
+    if opts.deadline.expired() {
+        return None;
+    }
+    let docs = Reader::new(src, opts).stream().ok()?;
+    // Past the deadline, the event parser says so.
+    (!opts.deadline.expired()).then_some(docs)
 }
 
 /// Where [`read`] declined (its line), for tests.
@@ -59,6 +64,28 @@ fn has_other_breaks(b: &[u8]) -> bool {
         0xc2 => b.get(i + 1) == Some(&0x85),
         _ => b.get(i + 1) == Some(&0x80) && matches!(b.get(i + 2), Some(0xa8 | 0xa9)),
     })
+}
+
+/// The keys of a mapping being read, to find a repeated one (a hash set past 16 keys).
+#[derive(Default)]
+struct Keys {
+    set: Option<HashSet<Str>>,
+}
+
+impl Keys {
+    /// Whether `key` is not yet in `map` (which holds the keys read so far).
+    fn is_new(&mut self, map: &Map, key: &Str) -> bool {
+        match &mut self.set {
+            Some(set) => set.insert(key.clone()),
+            None if map.len() >= 16 => {
+                let mut set: HashSet<Str> = map.keys().cloned().collect();
+                let new = set.insert(key.clone());
+                self.set = Some(set);
+                new
+            }
+            None => !map.keys().any(|k| k == key),
+        }
+    }
 }
 
 /// What the next line that holds something starts with.
@@ -87,8 +114,8 @@ struct Reader<'a> {
     opts: &'a YamlOptions,
     /// Collections open around `pos`.
     depth: usize,
-    /// Lines passed, for the deadline's check.
-    lines_read: u32,
+    /// Lines and flow items passed, for the deadline's check.
+    steps: u32,
 }
 
 /// Characters that cannot start a plain scalar (YAML's indicators; `-` is handled apart).
@@ -133,8 +160,17 @@ impl<'a> Reader<'a> {
             line: 1,
             opts,
             depth: 0,
-            lines_read: 0,
+            steps: 0,
         }
+    }
+
+    /// One more line or flow item: the deadline is checked every 256.
+    fn tick(&mut self) -> R<()> {
+        self.steps = self.steps.wrapping_add(1);
+        if self.steps % 256 == 0 && self.opts.deadline.expired() {
+            return Err(Decline);
+        }
+        Ok(())
     }
 
     fn peek(&self) -> Option<u8> {
@@ -165,11 +201,7 @@ impl<'a> Reader<'a> {
                 self.pos += 1;
                 self.line += 1;
                 self.line_start = self.pos;
-                self.lines_read += 1;
-                if self.lines_read % 256 == 0 && self.opts.deadline.expired() {
-                    return Err(Decline);
-                }
-                Ok(())
+                self.tick()
             }
             None => {
                 self.line_start = self.pos;
@@ -183,7 +215,7 @@ impl<'a> Reader<'a> {
     fn end_of_line(&mut self) -> R<()> {
         let n = self.spaces();
         if self.peek() == Some(b'#') {
-            let after_space = n > 0 || self.pos == self.line_start;
+            let after_space = n > 0 || self.pos == self.line_start || self.b[self.pos - 1] == b' ';
             if !after_space {
                 return Err(Decline);
             }
@@ -285,24 +317,14 @@ impl<'a> Reader<'a> {
         let map_line = self.line;
         let mut map = Map::new();
         let mut lines = Vec::new();
-        let mut seen: Option<HashSet<Str>> = None;
+        let mut keys = Keys::default();
         loop {
             let key_line = self.line;
             let key = self.key()?.ok_or(Decline)?;
             if key == "<<" {
                 return Err(Decline);
             }
-            let repeated = match &mut seen {
-                Some(set) => !set.insert(key.clone()),
-                None if map.len() >= 16 => {
-                    let mut set: HashSet<Str> = map.keys().cloned().collect();
-                    let repeated = !set.insert(key.clone());
-                    seen = Some(set);
-                    repeated
-                }
-                None => map.keys().any(|k| *k == key),
-            };
-            if repeated {
+            if !keys.is_new(&map, &key) {
                 return Err(Decline);
             }
             let value = self.map_value(col)?;
@@ -501,6 +523,7 @@ impl<'a> Reader<'a> {
         } else {
             self.pos += 1;
             let mut map = Map::new();
+            let mut keys = Keys::default();
             let mut lines = Vec::new();
             self.spaces();
             if self.peek() == Some(b'}') {
@@ -514,7 +537,7 @@ impl<'a> Reader<'a> {
                         Value::Map(_) | Value::List(_) => return Err(Decline),
                         k => key_string(&k).map_err(|_| Decline)?,
                     };
-                    if key == "<<" || map.keys().any(|x| *x == key) {
+                    if key == "<<" || !keys.is_new(&map, &key) {
                         return Err(Decline);
                     }
                     self.spaces();
@@ -551,6 +574,7 @@ impl<'a> Reader<'a> {
 
     /// A node inside a flow collection.
     fn flow_item(&mut self) -> R<(Value, Lines)> {
+        self.tick()?;
         let line = self.line;
         match self.peek() {
             Some(b'[' | b'{') => self.flow_node(),
@@ -584,8 +608,9 @@ impl<'a> Reader<'a> {
                 if matches!(self.peek(), None | Some(b'\n' | b'#')) {
                     return Err(Decline);
                 }
+                // A `-` before `,[]{}` is an error in a flow collection.
                 let text = self.s[start..self.pos].trim_end_matches(' ');
-                if text.is_empty() {
+                if text.is_empty() || text.ends_with('-') {
                     return Err(Decline);
                 }
                 Ok((plain_value(text)?, Lines::Scalar(line)))

@@ -55,6 +55,8 @@ fn reads_what_manifests_hold_as_the_event_parser_does() {
         "- one\n  two\n- three\n",
         "a: 'two\n  lines'\nb: \"x  \n\n   y\"\nk:{\"name\":\"app\"}: {}\n",
         "c: first\n  `Endpoints` [x] - y\n",
+        "a:\n  # indented comment\n  b: 1 # c\n# c\nd: # c\n  - x # c\n",
+        "m: {k0: 0, k1: 1, k2: 2, k3: 3, k4: 4, k5: 5, k6: 6, k7: 7, k8: 8, k9: 9, k10: 10, k11: 11, k12: 12, k13: 13, k14: 14, k15: 15, k16: 16, k17: 17}\n",
         "description: Spec is the spec, a very long line\n    wrapped by the emitter.\nz: 1\n",
     ] {
         same(src);
@@ -104,9 +106,26 @@ fn declines_what_it_does_not_read_exactly() {
         "a: \"\\N\"\n",
         "- [a: b]\n",
         "a: x\u{85}y\n",
+        "a: [-]\n",
+        "a: [x, -]\n",
+        "a: [x -]\n",
+        "a: {k: -}\n",
+        "m: {k0: 0, k1: 1, k2: 2, k3: 3, k4: 4, k5: 5, k6: 6, k7: 7, k8: 8, k9: 9, k10: 10, k11: 11, k12: 12, k13: 13, k14: 14, k15: 15, k16: 16, k5: 17}\n",
     ] {
         assert!(read(src, &opts()).is_none(), "read: {src:?}");
     }
+}
+
+#[test]
+fn a_passed_deadline_is_left_to_the_event_parser() {
+    let opts = YamlOptions {
+        deadline: crate::deadline::Deadline::at(std::time::Instant::now()),
+        ..YamlOptions::default()
+    };
+    assert!(read("a: 1\n", &opts).is_none());
+    let long: String = (0..600).map(|i| format!("k{i}: [{i}, x]\n")).collect();
+    assert!(read(&long, &opts).is_none());
+    assert!(super::super::parse_documents(&long, &opts).is_err());
 }
 
 /// Every YAML file of the repository and thousands of mutations of them: whatever the block
@@ -191,8 +210,40 @@ fn agrees_with_the_event_parser_on_the_repository_and_mutations() {
         (seed % n.max(1) as u64) as usize
     };
     let inserts = [
-        ":", ": ", "#", " #", "-", "- ", "'", "\"", "{", "}", "[", "]", ",", " ", "  ", "\n", "|",
-        "|-", ">", "&a ", "*a", "!", "?", "\\", "---\n", "~", "0", "\u{e9}", "\n- ",
+        ":",
+        ": ",
+        "#",
+        " #",
+        "-",
+        "- ",
+        "'",
+        "\"",
+        "{",
+        "}",
+        "[",
+        "]",
+        ",",
+        " ",
+        "  ",
+        "\n",
+        "|",
+        "|-",
+        ">",
+        "&a ",
+        "*a",
+        "!",
+        "?",
+        "\\",
+        "---\n",
+        "~",
+        "0",
+        "\u{e9}",
+        "\n- ",
+        "-]",
+        "-,",
+        " -}",
+        "#c\n",
+        "\n  # c\n",
     ];
     let (mut tried, mut read_mutants) = (0, 0);
     for t in docs.iter().filter(|t| t.len() <= 16 * 1024) {
