@@ -88,6 +88,16 @@ impl Keys {
     }
 }
 
+/// How plain text ends on its line (each at the byte where it ends).
+enum PlainEnd {
+    /// A mapping's `:` (before a space, a line break or the end).
+    Colon(usize),
+    /// A comment's `#` (after a space).
+    Comment(usize),
+    /// The line's end.
+    Line(usize),
+}
+
 /// What the next line that holds something starts with.
 enum Next {
     Eof,
@@ -348,24 +358,8 @@ impl<'a> Reader<'a> {
             Some(b'\'') => self.single_quoted(None)?,
             Some(c) if indicator(c) || c == b'-' => return Ok(None),
             Some(_) => {
-                let line_end =
-                    memchr::memchr(b'\n', &self.b[start..]).map_or(self.b.len(), |i| start + i);
-                let mut i = start;
-                let end = loop {
-                    match memchr::memchr2(b':', b'#', &self.b[i..line_end]) {
-                        None => return Ok(None),
-                        Some(j) => {
-                            let at = i + j;
-                            if self.b[at] == b'#' {
-                                if self.b[at - 1] == b' ' {
-                                    return Ok(None);
-                                }
-                            } else if matches!(self.b.get(at + 1), None | Some(b' ' | b'\n')) {
-                                break at;
-                            }
-                            i = at + 1;
-                        }
-                    }
+                let PlainEnd::Colon(end) = self.plain_end(start) else {
+                    return Ok(None);
                 };
                 let text = self.s[start..end].trim_end_matches(' ');
                 if text.len() > 1024 {
@@ -389,6 +383,24 @@ impl<'a> Reader<'a> {
         }
         self.pos += 1;
         Ok(Some(text))
+    }
+
+    /// Where the plain text starting at `start` ends on its line.
+    fn plain_end(&self, start: usize) -> PlainEnd {
+        let line_end = memchr::memchr(b'\n', &self.b[start..]).map_or(self.b.len(), |i| start + i);
+        let mut i = start;
+        while let Some(j) = memchr::memchr2(b':', b'#', &self.b[i..line_end]) {
+            let at = i + j;
+            if self.b[at] == b'#' {
+                if at > start && self.b[at - 1] == b' ' {
+                    return PlainEnd::Comment(at);
+                }
+            } else if matches!(self.b.get(at + 1), None | Some(b' ' | b'\n')) {
+                return PlainEnd::Colon(at);
+            }
+            i = at + 1;
+        }
+        PlainEnd::Line(line_end)
     }
 
     /// The value after a block mapping's `key:` (`pos` just after the colon).

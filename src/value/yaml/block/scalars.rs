@@ -1,7 +1,7 @@
 //! The block reader's scalars: plain (continued over the lines after it), single- and
 //! double-quoted (folded over lines in a block), and literal block scalars.
 
-use super::{Chomp, Decline, Lines, R, Reader};
+use super::{Chomp, Decline, Lines, PlainEnd, R, Reader};
 use crate::value::{Str, Value};
 
 impl<'a> Reader<'a> {
@@ -9,28 +9,14 @@ impl<'a> Reader<'a> {
     /// whether a comment follows it. A `: ` in it (a mapping where none may be) is declined.
     pub(super) fn plain_line(&mut self) -> R<(&'a str, bool)> {
         let start = self.pos;
-        let line_end = memchr::memchr(b'\n', &self.b[start..]).map_or(self.b.len(), |i| start + i);
-        let mut end = line_end;
-        let mut i = start;
-        while let Some(j) = memchr::memchr2(b':', b'#', &self.b[i..line_end]) {
-            let at = i + j;
-            if self.b[at] == b'#' {
-                if at > start && self.b[at - 1] == b' ' {
-                    end = at;
-                    break;
-                }
-            } else if matches!(self.b.get(at + 1), None | Some(b' ' | b'\n')) {
-                return Err(Decline);
-            }
-            i = at + 1;
-        }
-        let text = self.s[start..end].trim_end_matches(' ');
-        self.pos = if end < line_end {
-            start + text.len()
-        } else {
-            line_end
+        let (end, commented) = match self.plain_end(start) {
+            PlainEnd::Colon(_) => return Err(Decline),
+            PlainEnd::Comment(at) => (at, true),
+            PlainEnd::Line(at) => (at, false),
         };
-        Ok((text, end < line_end))
+        let text = self.s[start..end].trim_end_matches(' ');
+        self.pos = if commented { start + text.len() } else { end };
+        Ok((text, commented))
     }
 
     /// The lines that continue a plain scalar (`pos` at the start of the line after its first):
