@@ -521,13 +521,8 @@ impl<'a> Reader<'a> {
                     }
                     items.push(v);
                     lines.push(l);
-                    match self.peek() {
-                        Some(b',') => self.pos += 1,
-                        Some(b']') => {
-                            self.pos += 1;
-                            break;
-                        }
-                        _ => return Err(Decline),
+                    if !self.flow_next(b']')? {
+                        break;
                     }
                 }
             }
@@ -568,13 +563,8 @@ impl<'a> Reader<'a> {
                     map.push_unique(key, v);
                     lines.push((line, l));
                     self.spaces();
-                    match self.peek() {
-                        Some(b',') => self.pos += 1,
-                        Some(b'}') => {
-                            self.pos += 1;
-                            break;
-                        }
-                        _ => return Err(Decline),
+                    if !self.flow_next(b'}')? {
+                        break;
                     }
                 }
             }
@@ -582,6 +572,21 @@ impl<'a> Reader<'a> {
         };
         self.depth -= 1;
         Ok(node)
+    }
+
+    /// After a flow collection's entry: `,` (another follows: true) or `close` (the end).
+    fn flow_next(&mut self, close: u8) -> R<bool> {
+        match self.peek() {
+            Some(b',') => {
+                self.pos += 1;
+                Ok(true)
+            }
+            Some(c) if c == close => {
+                self.pos += 1;
+                Ok(false)
+            }
+            _ => Err(Decline),
+        }
     }
 
     /// A node inside a flow collection.
