@@ -5,6 +5,9 @@ use crate::schema::{Schema, TypeRef};
 use crate::typed::{field_type, list_item_pe};
 use crate::value::{self, Value};
 
+/// The type of what a schema says nothing of (borrowed where a step has no type).
+static EMPTY: TypeRef = TypeRef::EMPTY;
+
 /// The value at `path` in `v` (of type `tr`), if present.
 pub fn value_at<'v>(
     schema: &Schema,
@@ -13,16 +16,16 @@ pub fn value_at<'v>(
     path: &[PathElement],
 ) -> Option<&'v Value> {
     let mut cur = v;
-    let mut ty = tr.clone();
+    let mut ty = tr;
     for pe in path {
-        let atom = schema.resolve(&ty)?.deduce(Some(cur));
+        let atom = schema.resolve(ty)?.deduce(Some(cur));
         match pe {
             PathElement::Field(name) => {
                 let m = cur.as_map()?;
                 let next = m.get(name)?;
                 ty = match atom.map {
-                    Some(mt) => field_type(mt, name).clone(),
-                    None => TypeRef::EMPTY,
+                    Some(mt) => field_type(mt, name),
+                    None => &EMPTY,
                 };
                 cur = next;
             }
@@ -34,16 +37,13 @@ pub fn value_at<'v>(
                     PathElement::Value(x) => value::equals(item, x),
                     _ => list_item_pe(schema, l, er, item).is_ok_and(|p| p.equals(pe)),
                 })?;
-                ty = l.element_type.clone();
+                ty = &l.element_type;
                 cur = found;
             }
             PathElement::Index(i) => {
                 let items = cur.as_list()?;
                 let idx = usize::try_from(*i).ok()?;
-                ty = atom
-                    .list
-                    .map(|l| l.element_type.clone())
-                    .unwrap_or(TypeRef::EMPTY);
+                ty = atom.list.map_or(&EMPTY, |l| &l.element_type);
                 cur = items.get(idx)?;
             }
         }
@@ -59,10 +59,10 @@ pub fn value_at<'v>(
 /// else changes.
 pub fn unserved_meta_field(schema: &Schema, tr: &TypeRef, v: &Value, path: &[PathElement]) -> bool {
     let mut cur = v;
-    let mut ty = tr.clone();
+    let mut ty = tr;
     for pe in path {
         let is_meta = ty.name() == Some(crate::typed::OBJECT_META);
-        let Some(atom) = schema.resolve(&ty).map(|a| a.deduce(Some(cur))) else {
+        let Some(atom) = schema.resolve(ty).map(|a| a.deduce(Some(cur))) else {
             return false;
         };
         match pe {
@@ -72,8 +72,8 @@ pub fn unserved_meta_field(schema: &Schema, tr: &TypeRef, v: &Value, path: &[Pat
                     return is_meta;
                 };
                 ty = match atom.map {
-                    Some(mt) => field_type(mt, name).clone(),
-                    None => TypeRef::EMPTY,
+                    Some(mt) => field_type(mt, name),
+                    None => &EMPTY,
                 };
                 cur = next;
             }
@@ -88,7 +88,7 @@ pub fn unserved_meta_field(schema: &Schema, tr: &TypeRef, v: &Value, path: &[Pat
                 }) else {
                     return false;
                 };
-                ty = l.element_type.clone();
+                ty = &l.element_type;
                 cur = found;
             }
             PathElement::Index(_) => return false,

@@ -7,7 +7,7 @@
 //! the parse, which then says exactly what is wrong, if anything. It refuses, besides what is
 //! wrong, what it does not take the trouble to read exactly: nesting deeper than [`DEPTH`],
 //! numbers with an exponent or of more than [`MAX_DIGITS`] digits, `\u` escapes of surrogates,
-//! and two keys of one map with the same 64-bit hash.
+//! and two keys of one map, each of eight bytes or more, with the same 64-bit hash.
 
 use std::collections::HashSet;
 use std::hash::BuildHasher;
@@ -151,7 +151,12 @@ impl<'a> Scan<'a> {
     fn value(&mut self, depth: usize) -> Option<()> {
         self.space();
         match self.peek()? {
-            b'{' => self.map(depth, |s, _, depth| s.value(depth)),
+            // `{}`, the leaf of every FieldsV1 set, read at once.
+            b'{' if depth < DEPTH && self.b.get(self.at + 1) == Some(&b'}') => {
+                self.at += 2;
+                Some(())
+            }
+            b'{' => self.map::<false>(depth, |s, _, depth| s.value(depth)),
             b'[' => self.array(depth, |s, depth| s.value(depth)),
             b'"' => self.string().map(drop),
             b't' => self.word(b"true"),
@@ -200,38 +205,33 @@ impl<'a> Scan<'a> {
     }
 
     /// A string (at its opening quote).
+    #[inline]
     fn string(&mut self) -> Option<Text> {
-        self.at += 1;
-        let start = self.at;
+        let b = self.b;
+        let start = self.at + 1;
+        let mut at = start;
         let mut escaped = false;
         loop {
             // Eight bytes at a time while none is a quote, a backslash or a control character;
             // then straight to the first one that is.
-            while let Some(chunk) = self.b.get(self.at..self.at + 8) {
-                let w = u64::from_le_bytes(chunk.try_into().ok()?);
-                let m = special(w);
-                if m != 0 {
-                    self.at += (m.trailing_zeros() / 8) as usize;
-                    break;
-                }
-                self.at += 8;
-            }
-            match self.peek()? {
+            at = plain_run(b, at);
+            match *b.get(at)? {
                 b'"' => {
-                    let end = self.at;
-                    self.at += 1;
+                    self.at = at + 1;
                     return Some(Text {
                         start,
-                        end,
+                        end: at,
                         escaped,
                     });
                 }
                 b'\\' => {
                     escaped = true;
+                    self.at = at;
                     self.escape()?;
+                    at = self.at;
                 }
                 0..=0x1f => return None,
-                _ => self.at += 1,
+                _ => at += 1,
             }
         }
     }
@@ -317,7 +317,7 @@ impl<'a> Scan<'a> {
     }
 
     /// A map (at `{`), each value read by `entry` (given its key); a repeated key is refused.
-    fn map(
+    fn map<const KNOWN: bool>(
         &mut self,
         depth: usize,
         mut entry: impl FnMut(&mut Self, Known, usize) -> Option<()>,
@@ -340,8 +340,8 @@ impl<'a> Scan<'a> {
                 &self.b[key.start..key.end]
             };
             let (hash, known) = (
-                foldhash::fast::FixedState::with_seed(0x5eed).hash_one(key),
-                Known::of(key),
+                fingerprint(key),
+                if KNOWN { Known::of(key) } else { Known::Other },
             );
             let repeated = match &mut large {
                 Some(set) => !set.insert(hash),
@@ -378,7 +378,7 @@ impl<'a> Scan<'a> {
             object: true,
             ..Skim::default()
         };
-        self.map(depth, |s, known, depth| {
+        self.map::<true>(depth, |s, known, depth| {
             match known {
                 Known::ApiVersion => skim.api_version = s.found(depth)?,
                 Known::Kind => skim.kind = s.found(depth)?,
@@ -402,7 +402,7 @@ impl<'a> Scan<'a> {
             return self.value(depth).map(|()| Default::default());
         }
         let (mut name, mut namespace) = (Found::Missing, Found::Missing);
-        self.map(depth, |s, known, depth| {
+        self.map::<true>(depth, |s, known, depth| {
             match known {
                 Known::Name => name = s.found(depth)?,
                 Known::Namespace => namespace = s.found(depth)?,
@@ -482,6 +482,60 @@ fn special(w: u64) -> u64 {
     zero(w ^ (ONES * b'"' as u64)) | zero(w ^ (ONES * b'\\' as u64)) | below
 }
 
+/// A key's 64 bits for finding repeated keys: a key of at most seven bytes is itself (with its
+/// length), so two such keys are equal exactly when their fingerprints are; a longer key is its
+/// hash with the top bit set, so it never equals a short key's.
+fn fingerprint(key: &[u8]) -> u64 {
+    if key.len() < 8 {
+        let mut w = [0u8; 8];
+        w[..key.len()].copy_from_slice(key);
+        w[7] = key.len() as u8;
+        u64::from_le_bytes(w)
+    } else {
+        foldhash::fast::FixedState::with_seed(0x5eed).hash_one(key) | 1 << 63
+    }
+}
+
+/// Where the run of bytes from `at` that are neither a quote, a backslash nor a control
+/// character ends: at the first such byte, or within the last seven bytes of `b` (which the
+/// caller reads one at a time).
+#[inline]
+fn plain_run(b: &[u8], mut at: usize) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    while let Some(chunk) = b.get(at..at + 16) {
+        let m = special16(chunk.try_into().unwrap_or(&[0; 16]));
+        if m != 0 {
+            return at + m.trailing_zeros() as usize;
+        }
+        at += 16;
+    }
+    while let Some(chunk) = b.get(at..at + 8) {
+        let m = special(u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8])));
+        if m != 0 {
+            return at + (m.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    at
+}
+
+/// Which of sixteen bytes is a quote, a backslash or below 0x20: bit i set for byte i.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn special16(chunk: &[u8; 16]) -> u32 {
+    use std::arch::x86_64::*;
+    // SAFETY: SSE2 is part of every x86_64 target; the load is unaligned and reads the
+    // sixteen bytes of `chunk`.
+    unsafe {
+        let v = _mm_loadu_si128(chunk.as_ptr().cast());
+        let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+        let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+        // Unsigned `v <= 0x1f`: the larger of `v` and 0x1f is 0x1f.
+        let control = _mm_cmpeq_epi8(_mm_max_epu8(v, _mm_set1_epi8(0x1f)), _mm_set1_epi8(0x1f));
+        _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)) as u32
+    }
+}
+
 /// The bundled cluster snapshot as `kubectl get -o json` prints it (for tests).
 #[cfg(test)]
 pub(crate) fn example() -> String {
@@ -517,6 +571,61 @@ mod tests {
             let got = (m != 0).then(|| (m.trailing_zeros() / 8) as usize);
             assert_eq!(got, want, "{bytes:02x?}");
         }
+    }
+
+    #[test]
+    fn plain_run_stops_at_the_first_special_byte_or_near_the_end() {
+        let is_special = |b: u8| b == b'"' || b == b'\\' || b < 0x20;
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..50_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let len = (state % 40) as usize;
+            let at = ((state >> 8) % 4) as usize;
+            // Mostly plain bytes (UTF-8 ones included), now and then a special one.
+            let bytes: Vec<u8> = (0..len)
+                .map(|i| match (state >> (i % 60)) as u8 % 23 {
+                    0 => b'"',
+                    1 => b'\\',
+                    2 => 0x1f,
+                    3 => 0x80,
+                    4 => 0xff,
+                    5 => 0x20,
+                    n => b'a' + n,
+                })
+                .collect();
+            let at = at.min(len);
+            let end = plain_run(&bytes, at);
+            let first = bytes[at..]
+                .iter()
+                .position(|&b| is_special(b))
+                .map(|i| at + i);
+            match first {
+                Some(f) if f < len.saturating_sub(7) || end == f => {
+                    assert_eq!(end, f, "{bytes:02x?}")
+                }
+                _ => {
+                    assert!(end >= at && end <= first.unwrap_or(len), "{bytes:02x?}");
+                    assert!(len - end < 8, "{bytes:02x?}");
+                }
+            }
+            assert!(
+                bytes[at..end].iter().all(|&b| !is_special(b)),
+                "{bytes:02x?}"
+            );
+        }
+    }
+
+    #[test]
+    fn short_keys_are_told_apart_exactly() {
+        // Repeated short keys are refused; keys that differ only by a trailing NUL (escaped)
+        // or by length are not the same key.
+        assert!(top(r#"{"a":1,"b":2,"a":3}"#).is_none());
+        assert!(top(r#"{"f:name":{},"f:name":{}}"#).is_none());
+        assert!(top(r#"{"a":1,"a\u0000":2,"":3,"\u0000":4}"#).is_some());
+        assert!(top(r#"{"abcdefg":1,"abcdefgh":2,"abcdefgh":3}"#).is_none());
+        assert!(top(r#"{"x":{},"y":{ },"z":{"":{}}}"#).is_some());
     }
 
     /// What a skim of a whole document says: accepted, and the identity of it or its items.
