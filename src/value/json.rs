@@ -199,14 +199,16 @@ impl<'de, const STRICT: bool> Visitor<'de> for ValueVisitor<STRICT> {
         Ok(Value::String(Str::from(v)))
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(4));
+        // No guess at the size: an empty list (and map, below) then allocates nothing, and a
+        // list that has elements grows from four as if it had been given four.
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0));
         while let Some(v) = Self::element(&mut seq)? {
             out.push(v);
         }
         Ok(Value::List(out))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
-        let mut m = Map::with_capacity(access.size_hint().unwrap_or(4));
+        let mut m = Map::with_capacity(access.size_hint().unwrap_or(0));
         // Keys seen, by a cheap signature (length and last byte): a key whose signature is new
         // cannot repeat an earlier one, so only the rest are looked up. Large maps get a hash
         // index instead, so that reading one stays linear in its keys.
