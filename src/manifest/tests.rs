@@ -469,3 +469,29 @@ fn a_file_replaced_after_planning_is_judged_as_it_is_read() {
     assert!(super::parallel::read_and_parse(&steps, &out).is_none());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `read_exactly` takes a file only as planned: the size it was found with, a regular file.
+#[test]
+fn read_exactly_takes_a_file_only_at_its_planned_size() {
+    let dir = std::env::temp_dir().join(format!("fieldguard-exactly-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (five, empty) = (dir.join("five"), dir.join("empty"));
+    std::fs::write(&five, "12345").unwrap();
+    std::fs::write(&empty, "").unwrap();
+    let read = super::read::read_exactly;
+    assert_eq!(read(&five, 5).as_deref(), Some(&b"12345"[..]));
+    assert_eq!(read(&five, 4), None, "grew since planned");
+    assert_eq!(read(&five, 6), None, "shrank since planned");
+    assert_eq!(read(&five, 0), None, "was empty when planned");
+    assert_eq!(read(&empty, 0).as_deref(), Some(&b""[..]));
+    assert_eq!(read(&empty, 1), None);
+    assert_eq!(read(&dir, 0), None, "a directory now");
+    assert_eq!(read(&dir.join("gone"), 5), None);
+    // A file larger than one read returns at once (a pipe's worth and more).
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&five, &big).unwrap();
+    assert_eq!(read(&five, big.len() as u64).as_deref(), Some(&big[..]));
+    assert_eq!(read(&five, big.len() as u64 - 1), None);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -58,10 +58,34 @@ pub fn parse(input: &[u8]) -> Result<Value, JsonError> {
         de.end()?;
         return Ok(v);
     };
+    if let Some(v) = super::direct::read(text) {
+        #[cfg(debug_assertions)]
+        same_as_serde(&v, serde_lenient(text));
+        return Ok(v);
+    }
+    serde_lenient(text)
+}
+
+/// [`parse`] of a string by serde_json alone (which explains problems).
+pub(super) fn serde_lenient(text: &str) -> Result<Value, JsonError> {
     let mut de = serde_json::Deserializer::from_str(text);
     let v = Value::deserialize_value(&mut de)?;
     de.end()?;
     Ok(v)
+}
+
+/// Debug builds: what the direct reader gave is what serde_json gives, exactly (the order of
+/// keys and integers against floats included).
+#[cfg(debug_assertions)]
+fn same_as_serde(direct: &Value, serde: Result<Value, JsonError>) {
+    match serde {
+        Ok(v) => assert_eq!(
+            format!("{direct:?}"),
+            format!("{v:?}"),
+            "direct JSON reader"
+        ),
+        Err(e) => panic!("the direct JSON reader read what serde_json refuses: {e}"),
+    }
 }
 
 /// Parses a JSON document from a string.
@@ -71,6 +95,26 @@ pub fn parse_str(input: &str) -> Result<Value, JsonError> {
 
 /// Like [`parse`], but a repeated object key is an error (as for manifests users write).
 pub fn parse_strict(input: &[u8]) -> Result<Value, JsonError> {
+    if let Some(v) = std::str::from_utf8(input)
+        .ok()
+        .and_then(super::direct::read)
+    {
+        #[cfg(debug_assertions)]
+        same_as_serde(&v, serde_strict(input));
+        return Ok(v);
+    }
+    serde_strict(input)
+}
+
+/// [`parse_strict`] by serde_json alone, without the direct reader: what every document went
+/// through before it (benchmarks compare the two).
+#[doc(hidden)]
+pub fn parse_strict_by_serde(input: &[u8]) -> Result<Value, JsonError> {
+    serde_strict(input)
+}
+
+/// [`parse_strict`] by serde_json alone (which explains problems).
+pub(super) fn serde_strict(input: &[u8]) -> Result<Value, JsonError> {
     let mut de = serde_json::Deserializer::from_slice(input);
     let v = de::DeserializeSeed::deserialize(Strict, &mut de)?;
     de.end()?;

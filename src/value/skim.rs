@@ -436,7 +436,7 @@ impl<'a> Scan<'a> {
 
 /// The bytes a string's content (checked by [`Scan::string`]: every escape valid, no `\u` of a
 /// surrogate) stands for, into `out`.
-fn unescape(raw: &[u8], out: &mut Vec<u8>) {
+pub(super) fn unescape(raw: &[u8], out: &mut Vec<u8>) {
     out.clear();
     let mut i = 0;
     while i < raw.len() {
@@ -500,7 +500,7 @@ fn fingerprint(key: &[u8]) -> u64 {
 /// character ends: at the first such byte, or within the last seven bytes of `b` (which the
 /// caller reads one at a time).
 #[inline]
-fn plain_run(b: &[u8], mut at: usize) -> usize {
+pub(super) fn plain_run(b: &[u8], mut at: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
     while let Some(chunk) = b.get(at..at + 16) {
         let m = special16(chunk.try_into().unwrap_or(&[0; 16]));
