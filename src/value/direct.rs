@@ -7,16 +7,13 @@
 //! declines (`None`) and the caller parses the document with serde_json, which explains any
 //! problem. It declines, besides anything wrong: numbers with a fraction or an exponent (serde
 //! json's float conversion is its own), integers outside `i64` and `-0` (which serde_json reads
-//! as floats), `\u` escapes of surrogates, nesting deeper than [`DEPTH`], and repeated keys
+//! as floats), `\u` escapes of surrogates, nesting deeper than the skim's (100 levels), and repeated keys
 //! (an error for a strict parse, the last value for the other: both left to serde). Debug
 //! builds check every document it reads against the serde path.
 
-use super::skim::{plain_run, unescape};
+use super::cursor::{Cursor, unescape};
 use super::{Map, Str, Value};
 use std::collections::HashSet;
-
-/// Nesting read, counted from the document's root (the serde path allows 128).
-pub const DEPTH: usize = 100;
 
 /// Maps with more keys than this find repeated keys with a hash set rather than a scan.
 const SCAN_KEYS: usize = 32;
@@ -24,53 +21,46 @@ const SCAN_KEYS: usize = 32;
 /// The document in `text`, when it is plain (see the module's documentation); `None` otherwise.
 pub fn read(text: &str) -> Option<Value> {
     let mut r = Reader {
-        b: text.as_bytes(),
-        at: 0,
+        c: Cursor::new(text),
         scratch: Vec::new(),
     };
     let v = r.value(0)?;
-    r.space();
-    (r.at == r.b.len()).then_some(v)
+    r.at_end().then_some(v)
 }
 
+/// A [`Cursor`] that builds what it reads.
 struct Reader<'a> {
-    b: &'a [u8],
-    at: usize,
+    c: Cursor<'a>,
     /// An escaped string, unescaped.
     scratch: Vec<u8>,
 }
 
+impl<'a> std::ops::Deref for Reader<'a> {
+    type Target = Cursor<'a>;
+    fn deref(&self) -> &Cursor<'a> {
+        &self.c
+    }
+}
+
+impl std::ops::DerefMut for Reader<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.c
+    }
+}
+
 impl Reader<'_> {
-    fn peek(&self) -> Option<u8> {
-        self.b.get(self.at).copied()
-    }
-
-    fn space(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
-            self.at += 1;
-        }
-    }
-
     fn value(&mut self, depth: usize) -> Option<Value> {
         self.space();
         match self.peek()? {
             b'{' => self.map(depth).map(Value::Map),
             b'[' => self.list(depth).map(Value::List),
             b'"' => self.string().map(Value::String),
-            b't' => self.word(b"true", Value::Bool(true)),
-            b'f' => self.word(b"false", Value::Bool(false)),
-            b'n' => self.word(b"null", Value::Null),
+            b't' => self.word(b"true").map(|()| Value::Bool(true)),
+            b'f' => self.word(b"false").map(|()| Value::Bool(false)),
+            b'n' => self.word(b"null").map(|()| Value::Null),
             b'-' | b'0'..=b'9' => self.integer().map(Value::Int),
             _ => None,
         }
-    }
-
-    fn word(&mut self, w: &[u8], v: Value) -> Option<Value> {
-        let end = self.at + w.len();
-        (self.b.get(self.at..end)? == w).then(|| {
-            self.at = end;
-            v
-        })
     }
 
     /// `-?(0|[1-9][0-9]*)` within `i64`, not `-0`, and not followed by a fraction or an
@@ -107,57 +97,14 @@ impl Reader<'_> {
 
     /// A string (at its opening quote), unescaped.
     fn string(&mut self) -> Option<Str> {
-        let b = self.b;
-        let start = self.at + 1;
-        let mut at = start;
-        let mut escaped = false;
-        loop {
-            at = plain_run(b, at);
-            match *b.get(at)? {
-                b'"' => break,
-                b'\\' => {
-                    escaped = true;
-                    at = escape_end(b, at)?;
-                }
-                0..=0x1f => return None,
-                _ => at += 1,
-            }
-        }
-        self.at = at + 1;
-        let raw = &b[start..at];
-        if !escaped {
-            // Between quotes of a `str`, ending before a quote: whole characters.
+        let t = self.c.string()?;
+        let raw = &self.c.b[t.start..t.end];
+        if !t.escaped {
+            // Between quotes of a `str`: whole characters.
             return Some(Str::from(std::str::from_utf8(raw).ok()?));
         }
         unescape(raw, &mut self.scratch);
         Some(Str::from(std::str::from_utf8(&self.scratch).ok()?))
-    }
-
-    /// Opens an array or a map (at its bracket): whether it is empty (its `close` read);
-    /// refused past [`DEPTH`].
-    fn open(&mut self, depth: usize, close: u8) -> Option<bool> {
-        if depth >= DEPTH {
-            return None;
-        }
-        self.at += 1;
-        self.space();
-        let empty = self.peek()? == close;
-        if empty {
-            self.at += 1;
-        }
-        Some(empty)
-    }
-
-    /// After an element or entry: whether another follows (`,`) or `close` ends them.
-    fn next(&mut self, close: u8) -> Option<bool> {
-        self.space();
-        let c = self.peek()?;
-        self.at += 1;
-        match c {
-            b',' => Some(true),
-            c if c == close => Some(false),
-            _ => None,
-        }
     }
 
     fn list(&mut self, depth: usize) -> Option<Vec<Value>> {
@@ -190,11 +137,7 @@ impl Reader<'_> {
                 return None;
             }
             let key = self.string()?;
-            self.space();
-            if self.peek()? != b':' {
-                return None;
-            }
-            self.at += 1;
+            self.eat(b':')?;
             let repeated = match &mut large {
                 Some(set) => !set.insert(key.clone()),
                 None => {
@@ -219,22 +162,6 @@ impl Reader<'_> {
                 return Some(m);
             }
         }
-    }
-}
-
-/// Where an escape (at its backslash) ends; `None` for an unknown one or a `\u` of a surrogate.
-fn escape_end(b: &[u8], at: usize) -> Option<usize> {
-    match *b.get(at + 1)? {
-        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Some(at + 2),
-        b'u' => {
-            let hex = b.get(at + 2..at + 6)?;
-            if !hex.iter().all(u8::is_ascii_hexdigit) {
-                return None;
-            }
-            let code = u16::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
-            (!(0xd800..=0xdfff).contains(&code)).then_some(at + 6)
-        }
-        _ => None,
     }
 }
 

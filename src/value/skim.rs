@@ -9,11 +9,11 @@
 //! numbers with an exponent or of more than [`MAX_DIGITS`] digits, `\u` escapes of surrogates,
 //! and two keys of one map, each of eight bytes or more, with the same 64-bit hash.
 
+use super::cursor::{Cursor, unescape};
 use std::collections::HashSet;
 use std::hash::BuildHasher;
 
-/// Nesting a skim follows, counted from the document's root (the parse allows 128).
-pub const DEPTH: usize = 100;
+pub use super::cursor::DEPTH;
 
 /// Longest number a skim reads (any shorter one without exponent is a finite `f64`).
 pub const MAX_DIGITS: usize = 300;
@@ -76,14 +76,12 @@ pub enum Items<'a> {
 pub fn top(text: &str) -> Option<Skim<'_>> {
     let mut scan = Scan {
         text,
-        b: text.as_bytes(),
-        at: 0,
+        c: Cursor::new(text),
         keys: Vec::new(),
         unescaped: Vec::new(),
     };
     let skim = scan.document(0, true)?;
-    scan.space();
-    (scan.at == scan.b.len()).then_some(skim)
+    scan.at_end().then_some(skim)
 }
 
 /// The keys a skim looks for.
@@ -114,45 +112,36 @@ impl Known {
     }
 }
 
-/// A string's place: its content (between the quotes), and whether it holds an escape.
-struct Text {
-    start: usize,
-    end: usize,
-    escaped: bool,
-}
-
+/// A skim: a [`Cursor`] that also remembers the keys of the maps it is in.
 struct Scan<'a> {
     text: &'a str,
-    b: &'a [u8],
-    at: usize,
+    c: Cursor<'a>,
     /// The keys of the maps being read, as hashes: one run per open map, innermost last.
     keys: Vec<u64>,
     /// An escaped key, unescaped (FieldsV1 keys hold JSON: `k:{\"name\":\"app\"}`).
     unescaped: Vec<u8>,
 }
 
+impl<'a> std::ops::Deref for Scan<'a> {
+    type Target = Cursor<'a>;
+    fn deref(&self) -> &Cursor<'a> {
+        &self.c
+    }
+}
+
+impl std::ops::DerefMut for Scan<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.c
+    }
+}
+
 impl<'a> Scan<'a> {
-    fn peek(&self) -> Option<u8> {
-        self.b.get(self.at).copied()
-    }
-
-    fn space(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
-            self.at += 1;
-        }
-    }
-
-    fn eat(&mut self, c: u8) -> Option<()> {
-        self.space();
-        (self.peek()? == c).then(|| self.at += 1)
-    }
-
     /// Any value, checked.
     fn value(&mut self, depth: usize) -> Option<()> {
         self.space();
         match self.peek()? {
             // `{}`, the leaf of every FieldsV1 set, read at once.
-            b'{' if depth < DEPTH && self.b.get(self.at + 1) == Some(&b'}') => {
+            b'{' if depth < DEPTH && self.c.b.get(self.at + 1) == Some(&b'}') => {
                 self.at += 2;
                 Some(())
             }
@@ -165,11 +154,6 @@ impl<'a> Scan<'a> {
             b'-' | b'0'..=b'9' => self.number(),
             _ => None,
         }
-    }
-
-    fn word(&mut self, w: &[u8]) -> Option<()> {
-        let end = self.at + w.len();
-        (self.b.get(self.at..end)? == w).then(|| self.at = end)
     }
 
     /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?`, at most [`MAX_DIGITS`] digits.
@@ -204,59 +188,6 @@ impl<'a> Scan<'a> {
         Some(())
     }
 
-    /// A string (at its opening quote).
-    #[inline]
-    fn string(&mut self) -> Option<Text> {
-        let b = self.b;
-        let start = self.at + 1;
-        let mut at = start;
-        let mut escaped = false;
-        loop {
-            // Eight bytes at a time while none is a quote, a backslash or a control character;
-            // then straight to the first one that is.
-            at = plain_run(b, at);
-            match *b.get(at)? {
-                b'"' => {
-                    self.at = at + 1;
-                    return Some(Text {
-                        start,
-                        end: at,
-                        escaped,
-                    });
-                }
-                b'\\' => {
-                    escaped = true;
-                    self.at = at;
-                    self.escape()?;
-                    at = self.at;
-                }
-                0..=0x1f => return None,
-                _ => at += 1,
-            }
-        }
-    }
-
-    /// An escape (at its backslash); `\u` of a surrogate is refused.
-    fn escape(&mut self) -> Option<()> {
-        match *self.b.get(self.at + 1)? {
-            b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.at += 2,
-            b'u' => {
-                let hex = self.b.get(self.at + 2..self.at + 6)?;
-                let hex = std::str::from_utf8(hex).ok()?;
-                if !hex.bytes().all(|c| c.is_ascii_hexdigit()) {
-                    return None;
-                }
-                let code = u16::from_str_radix(hex, 16).ok()?;
-                if (0xd800..=0xdfff).contains(&code) {
-                    return None;
-                }
-                self.at += 6;
-            }
-            _ => return None,
-        }
-        Some(())
-    }
-
     /// A string's value, kept; anything else checked.
     fn found(&mut self, depth: usize) -> Option<Found> {
         self.space();
@@ -270,33 +201,6 @@ impl<'a> Scan<'a> {
         } else {
             raw[1..raw.len() - 1].to_string()
         }))
-    }
-
-    /// Opens an array or a map (at its bracket) at `depth`: whether it is empty (its `close`
-    /// read); refused past [`DEPTH`].
-    fn open(&mut self, depth: usize, close: u8) -> Option<bool> {
-        if depth >= DEPTH {
-            return None;
-        }
-        self.at += 1;
-        self.space();
-        let empty = self.peek()? == close;
-        if empty {
-            self.at += 1;
-        }
-        Some(empty)
-    }
-
-    /// After an element or entry: whether another follows (`,`) or `close` ends them.
-    fn next(&mut self, close: u8) -> Option<bool> {
-        self.space();
-        let c = self.peek()?;
-        self.at += 1;
-        match c {
-            b',' => Some(true),
-            c if c == close => Some(false),
-            _ => None,
-        }
     }
 
     /// An array (at `[`), each element read by `element`.
@@ -334,10 +238,10 @@ impl<'a> Scan<'a> {
             }
             let key = self.string()?;
             let key = if key.escaped {
-                unescape(&self.b[key.start..key.end], &mut self.unescaped);
+                unescape(&self.c.b[key.start..key.end], &mut self.unescaped);
                 &self.unescaped[..]
             } else {
-                &self.b[key.start..key.end]
+                &self.c.b[key.start..key.end]
             };
             let (hash, known) = (
                 fingerprint(key),
@@ -434,54 +338,6 @@ impl<'a> Scan<'a> {
     }
 }
 
-/// The bytes a string's content (checked by [`Scan::string`]: every escape valid, no `\u` of a
-/// surrogate) stands for, into `out`.
-pub(super) fn unescape(raw: &[u8], out: &mut Vec<u8>) {
-    out.clear();
-    let mut i = 0;
-    while i < raw.len() {
-        if raw[i] != b'\\' {
-            out.push(raw[i]);
-            i += 1;
-            continue;
-        }
-        let c = match raw.get(i + 1) {
-            Some(b'b') => 0x08,
-            Some(b'f') => 0x0c,
-            Some(b'n') => b'\n',
-            Some(b'r') => b'\r',
-            Some(b't') => b'\t',
-            Some(b'u') => {
-                let code = raw
-                    .get(i + 2..i + 6)
-                    .and_then(|h| std::str::from_utf8(h).ok())
-                    .and_then(|h| u32::from_str_radix(h, 16).ok())
-                    .and_then(char::from_u32)
-                    .unwrap_or(char::REPLACEMENT_CHARACTER);
-                let mut buf = [0u8; 4];
-                out.extend_from_slice(code.encode_utf8(&mut buf).as_bytes());
-                i += 6;
-                continue;
-            }
-            Some(&other) => other,
-            None => break,
-        };
-        out.push(c);
-        i += 2;
-    }
-}
-
-/// Which of the eight bytes of `w` (little-endian) is a quote, a backslash or below 0x20: zero
-/// if none is, else a mask whose lowest set bit is the high bit of the first such byte (bytes
-/// above it may be flagged wrongly, by borrows: only the lowest bit is exact).
-fn special(w: u64) -> u64 {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
-    let below = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
-    zero(w ^ (ONES * b'"' as u64)) | zero(w ^ (ONES * b'\\' as u64)) | below
-}
-
 /// A key's 64 bits for finding repeated keys: a key of at most seven bytes is itself (with its
 /// length), so two such keys are equal exactly when their fingerprints are; a longer key is its
 /// hash with the top bit set, so it never equals a short key's.
@@ -496,44 +352,54 @@ fn fingerprint(key: &[u8]) -> u64 {
     }
 }
 
-/// Where the run of bytes from `at` that are neither a quote, a backslash nor a control
-/// character ends: at the first such byte, or within the last seven bytes of `b` (which the
-/// caller reads one at a time).
-#[inline]
-pub(super) fn plain_run(b: &[u8], mut at: usize) -> usize {
-    #[cfg(target_arch = "x86_64")]
-    while let Some(chunk) = b.get(at..at + 16) {
-        let m = special16(chunk.try_into().unwrap_or(&[0; 16]));
-        if m != 0 {
-            return at + m.trailing_zeros() as usize;
-        }
-        at += 16;
+/// A pseudo-random sequence for tests (xorshift).
+#[cfg(test)]
+pub(crate) struct Rng(pub u64);
+
+#[cfg(test)]
+impl Rng {
+    /// A number below `n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
     }
-    while let Some(chunk) = b.get(at..at + 8) {
-        let m = special(u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8])));
-        if m != 0 {
-            return at + (m.trailing_zeros() / 8) as usize;
-        }
-        at += 8;
-    }
-    at
 }
 
-/// Which of sixteen bytes is a quote, a backslash or below 0x20: bit i set for byte i.
-#[cfg(target_arch = "x86_64")]
-#[inline]
-fn special16(chunk: &[u8; 16]) -> u32 {
-    use std::arch::x86_64::*;
-    // SAFETY: SSE2 is part of every x86_64 target; the load is unaligned and reads the
-    // sixteen bytes of `chunk`.
-    unsafe {
-        let v = _mm_loadu_si128(chunk.as_ptr().cast());
-        let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
-        let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
-        // Unsigned `v <= 0x1f`: the larger of `v` and 0x1f is 0x1f.
-        let control = _mm_cmpeq_epi8(_mm_max_epu8(v, _mm_set1_epi8(0x1f)), _mm_set1_epi8(0x1f));
-        _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)) as u32
+/// A mutant of `text`, for the tests that hold a reader to serde_json: one to three edits,
+/// each inserting one of `pieces`, cutting up to eight bytes or repeating a key of a map;
+/// `below(n)` draws a number below `n`.
+#[cfg(test)]
+pub(crate) fn mutant(text: &str, pieces: &[&str], below: &mut dyn FnMut(usize) -> usize) -> String {
+    let mut t = text.to_string();
+    for _ in 0..1 + below(3) {
+        let mut at = below(t.len());
+        while !t.is_char_boundary(at) {
+            at -= 1;
+        }
+        match below(3) {
+            0 => t.insert_str(at, pieces[below(pieces.len())]),
+            1 => {
+                let mut end = (at + 1 + below(8)).min(t.len());
+                while !t.is_char_boundary(end) {
+                    end += 1;
+                }
+                t.replace_range(at..end, "");
+            }
+            _ => {
+                // Repeat a key of the map at `at`, if there is one.
+                if let Some(q) = t[at..].find("\":") {
+                    let start = t[..at + q].rfind('"').unwrap_or(0);
+                    let key = t[start..at + q + 2].to_string();
+                    if let Some(comma) = t[at + q..].find(',') {
+                        t.insert_str(at + q + comma + 1, &format!("{key}0,"));
+                    }
+                }
+            }
+        }
     }
+    t
 }
 
 /// The bundled cluster snapshot as `kubectl get -o json` prints it (for tests).
@@ -549,73 +415,6 @@ pub(crate) fn example() -> String {
 mod tests {
     use super::*;
     use crate::value::json;
-
-    /// `special`'s lowest set bit is the first quote, backslash or control byte of the word, for
-    /// words mixing those with their neighbours (0x1f/0x20, 0x21/0x23, 0x5b/0x5d, 0x7f, 0x80,
-    /// 0xff), where a borrow could flag a wrong byte.
-    #[test]
-    fn special_finds_the_first_special_byte() {
-        const BYTES: [u8; 14] = [
-            0x00, 0x01, 0x1f, 0x20, 0x21, b'"', 0x23, b'[', b'\\', b']', b'a', 0x7f, 0x80, 0xff,
-        ];
-        let is_special = |b: u8| b == b'"' || b == b'\\' || b < 0x20;
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        for _ in 0..200_000 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            let bytes: [u8; 8] =
-                std::array::from_fn(|i| BYTES[((state >> (i * 4)) & 0xf) as usize % BYTES.len()]);
-            let want = bytes.iter().position(|&b| is_special(b));
-            let m = special(u64::from_le_bytes(bytes));
-            let got = (m != 0).then(|| (m.trailing_zeros() / 8) as usize);
-            assert_eq!(got, want, "{bytes:02x?}");
-        }
-    }
-
-    #[test]
-    fn plain_run_stops_at_the_first_special_byte_or_near_the_end() {
-        let is_special = |b: u8| b == b'"' || b == b'\\' || b < 0x20;
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        for _ in 0..50_000 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            let len = (state % 40) as usize;
-            let at = ((state >> 8) % 4) as usize;
-            // Mostly plain bytes (UTF-8 ones included), now and then a special one.
-            let bytes: Vec<u8> = (0..len)
-                .map(|i| match (state >> (i % 60)) as u8 % 23 {
-                    0 => b'"',
-                    1 => b'\\',
-                    2 => 0x1f,
-                    3 => 0x80,
-                    4 => 0xff,
-                    5 => 0x20,
-                    n => b'a' + n,
-                })
-                .collect();
-            let at = at.min(len);
-            let end = plain_run(&bytes, at);
-            let first = bytes[at..]
-                .iter()
-                .position(|&b| is_special(b))
-                .map(|i| at + i);
-            match first {
-                Some(f) if f < len.saturating_sub(7) || end == f => {
-                    assert_eq!(end, f, "{bytes:02x?}")
-                }
-                _ => {
-                    assert!(end >= at && end <= first.unwrap_or(len), "{bytes:02x?}");
-                    assert!(len - end < 8, "{bytes:02x?}");
-                }
-            }
-            assert!(
-                bytes[at..end].iter().all(|&b| !is_special(b)),
-                "{bytes:02x?}"
-            );
-        }
-    }
 
     #[test]
     fn short_keys_are_told_apart_exactly() {
@@ -688,16 +487,6 @@ mod tests {
     }
 
     /// Deterministic pseudo-random numbers (xorshift).
-    struct Rng(u64);
-    impl Rng {
-        fn below(&mut self, n: usize) -> usize {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            (self.0 % n as u64) as usize
-        }
-    }
-
     #[test]
     fn finds_the_identity_of_a_list_and_its_items() {
         let text = example();
@@ -790,33 +579,7 @@ mod tests {
             } else {
                 &exact
             };
-            let mut t = text.clone();
-            for _ in 0..1 + rng.below(3) {
-                let mut at = rng.below(t.len());
-                while !t.is_char_boundary(at) {
-                    at -= 1;
-                }
-                match rng.below(3) {
-                    0 => t.insert_str(at, pieces[rng.below(pieces.len())]),
-                    1 => {
-                        let mut end = (at + 1 + rng.below(8)).min(t.len());
-                        while !t.is_char_boundary(end) {
-                            end += 1;
-                        }
-                        t.replace_range(at..end, "");
-                    }
-                    _ => {
-                        // Repeat a key of the map at `at`, if there is one.
-                        if let Some(q) = t[at..].find("\":") {
-                            let start = t[..at + q].rfind('"').unwrap_or(0);
-                            let key = t[start..at + q + 2].to_string();
-                            if let Some(comma) = t[at + q..].find(',') {
-                                t.insert_str(at + q + comma + 1, &format!("{key}0,"));
-                            }
-                        }
-                    }
-                }
-            }
+            let t = mutant(&text, pieces, &mut |n| rng.below(n));
             let parsed = json::parse_strict(t.as_bytes());
             let skimmed = skim_all(&t);
             match (&parsed, &skimmed) {

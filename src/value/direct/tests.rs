@@ -1,4 +1,5 @@
 use super::*;
+use crate::value::cursor::DEPTH;
 use crate::value::json;
 
 /// What the serde path gives, strict and not, and what the direct reader gives, as text that
@@ -116,42 +117,10 @@ fn agrees_with_serde_on_mutated_documents() {
         "9223372036854775808",
         "-9223372036854775808",
     ];
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut below = |n: usize| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state % n as u64) as usize
-    };
+    let mut rng = crate::value::skim::Rng(0x9e37_79b9_7f4a_7c15);
     let (mut read_, mut declined) = (0, 0);
     for _ in 0..6_000 {
-        let mut t = text.clone();
-        for _ in 0..1 + below(3) {
-            let mut at = below(t.len());
-            while !t.is_char_boundary(at) {
-                at -= 1;
-            }
-            match below(3) {
-                0 => t.insert_str(at, pieces[below(pieces.len())]),
-                1 => {
-                    let mut end = (at + 1 + below(8)).min(t.len());
-                    while !t.is_char_boundary(end) {
-                        end += 1;
-                    }
-                    t.replace_range(at..end, "");
-                }
-                _ => {
-                    // Repeat a key of the map at `at`, if there is one.
-                    if let Some(q) = t[at..].find("\":") {
-                        let start = t[..at + q].rfind('"').unwrap_or(0);
-                        let key = t[start..at + q + 2].to_string();
-                        if let Some(comma) = t[at + q..].find(',') {
-                            t.insert_str(at + q + comma + 1, &format!("{key}0,"));
-                        }
-                    }
-                }
-            }
-        }
+        let t = crate::value::skim::mutant(&text, &pieces, &mut |n| rng.below(n));
         let (strict, lenient, direct) = both(&t);
         match direct {
             Some(d) => {
