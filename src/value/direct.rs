@@ -5,10 +5,10 @@
 //!
 //! It reads a document only where it gives exactly the value the serde path gives; otherwise it
 //! declines (`None`) and the caller parses the document with serde_json, which explains any
-//! problem. It declines, besides anything wrong: numbers with a fraction or an exponent (serde
-//! json's float conversion is its own), integers outside `i64` and `-0` (which serde_json reads
-//! as floats), `\u` escapes of surrogates, nesting deeper than the skim's (100 levels), and repeated keys
-//! (an error for a strict parse, the last value for the other: both left to serde). Debug
+//! problem. It declines, besides anything wrong: numbers with a fraction or an exponent
+//! (serde_json converts them its own way), integers outside `i64` and `-0` (which serde_json
+//! reads as floats), `\u` escapes of surrogates, nesting deeper than 100 levels, and repeated
+//! keys (an error for a strict parse, the last value for the other: both left to serde). Debug
 //! builds check every document it reads against the serde path.
 
 use super::cursor::{Cursor, unescape};
