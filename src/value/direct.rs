@@ -12,11 +12,7 @@
 //! builds check every document it reads against the serde path.
 
 use super::cursor::{Cursor, unescape};
-use super::{Map, Str, Value};
-use std::collections::HashSet;
-
-/// Maps with more keys than this find repeated keys with a hash set rather than a scan.
-const SCAN_KEYS: usize = 32;
+use super::{Map, Seen, Str, Value};
 
 /// The document in `text`, when it is plain (see the module's documentation); `None` otherwise.
 pub fn read(text: &str) -> Option<Value> {
@@ -126,11 +122,7 @@ impl Reader<'_> {
         if self.open(depth, b'}')? {
             return Some(m);
         }
-        // Keys seen, by a cheap signature (length and last byte): a key whose signature is new
-        // cannot repeat an earlier one, so only the rest are looked for. Large maps get a hash
-        // set instead, so that reading one stays linear in its keys.
-        let mut seen = 0u64;
-        let mut large: Option<HashSet<Str, foldhash::fast::FixedState>> = None;
+        let mut seen = Seen::default();
         loop {
             self.space();
             if self.peek()? != b'"' {
@@ -138,26 +130,12 @@ impl Reader<'_> {
             }
             let key = self.string()?;
             self.eat(b':')?;
-            let repeated = match &mut large {
-                Some(set) => !set.insert(key.clone()),
-                None => {
-                    let b = key.as_bytes();
-                    let sig = 1u64
-                        << ((b.len() as u64 & 7) << 3
-                            | (b.last().copied().unwrap_or(0) as u64 & 7));
-                    let repeated = seen & sig != 0 && m.contains_key(&key);
-                    seen |= sig;
-                    repeated
-                }
-            };
-            if repeated {
+            if seen.find(&m, &key).is_some() {
                 return None;
             }
             let v = self.value(depth + 1)?;
             m.push_unique(key, v);
-            if large.is_none() && m.len() > SCAN_KEYS {
-                large = Some(m.keys().cloned().collect());
-            }
+            seen.pushed(&m);
             if !self.next(b'}')? {
                 return Some(m);
             }

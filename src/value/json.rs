@@ -3,7 +3,7 @@
 //! encoders byte for byte (sorted keys, float format, escaping).
 
 use super::gofmt::{Escape, FloatStyle, format_float_json, write_json_string};
-use super::{Map, Str, Value};
+use super::{Map, Seen, Str, Value};
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use std::fmt;
@@ -253,39 +253,19 @@ impl<'de, const STRICT: bool> Visitor<'de> for ValueVisitor<STRICT> {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
         let mut m = Map::with_capacity(access.size_hint().unwrap_or(0));
-        // Keys seen, by a cheap signature (length and last byte): a key whose signature is new
-        // cannot repeat an earlier one, so only the rest are looked up. Large maps get a hash
-        // index instead, so that reading one stays linear in its keys.
-        let mut seen = 0u64;
-        let mut index: Option<std::collections::HashMap<Str, usize>> = None;
+        let mut seen = Seen::default();
         while let Some(k) = access.next_key::<KeyStr>()? {
             let v = Self::value(&mut access)?;
-            let duplicate =
-                |k: &Str| de::Error::custom(format!("duplicate key {}", super::gofmt::quote(k)));
-            if let Some(idx) = &mut index {
-                match idx.get(&k.0) {
-                    Some(_) if STRICT => return Err(duplicate(&k.0)),
-                    Some(&pos) => m.entries_mut()[pos].1 = v,
-                    None => {
-                        idx.insert(k.0.clone(), m.len());
-                        m.push_unique(k.0, v);
-                    }
+            match seen.find(&m, &k.0) {
+                Some(_) if STRICT => {
+                    let key = super::gofmt::quote(&k.0);
+                    return Err(de::Error::custom(format!("duplicate key {key}")));
                 }
-                continue;
-            }
-            let b = k.0.as_bytes();
-            let sig =
-                1u64 << ((b.len() as u64 & 7) << 3 | (b.last().copied().unwrap_or(0) as u64 & 7));
-            if seen & sig == 0 {
-                seen |= sig;
-                m.push_unique(k.0, v);
-            } else if STRICT && m.contains_key(&k.0) {
-                return Err(duplicate(&k.0));
-            } else {
-                m.insert(k.0, v);
-            }
-            if m.len() >= 32 {
-                index = Some(m.keys().enumerate().map(|(i, k)| (k.clone(), i)).collect());
+                Some(pos) => m.entries_mut()[pos].1 = v,
+                None => {
+                    m.push_unique(k.0, v);
+                    seen.pushed(&m);
+                }
             }
         }
         Ok(Value::Map(m))

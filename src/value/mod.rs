@@ -272,6 +272,54 @@ impl FromIterator<(Str, Value)> for Map {
     }
 }
 
+/// The keys of a map being read, to find a key read again: a cheap signature of each (its
+/// length and last byte) first — a key whose signature is new cannot repeat an earlier one, so
+/// only the rest are looked for — and past [`Seen::SCAN`] keys a hash index, so that reading a
+/// map stays linear in its keys.
+#[derive(Default)]
+pub(crate) struct Seen {
+    signatures: u64,
+    index: Option<HashMap<Str, usize>>,
+}
+
+impl Seen {
+    /// Keys looked for by a scan, before the index.
+    const SCAN: usize = 32;
+
+    fn signature(key: &str) -> u64 {
+        let b = key.as_bytes();
+        1u64 << ((b.len() as u64 & 7) << 3 | (b.last().copied().unwrap_or(0) as u64 & 7))
+    }
+
+    /// Where `key` is in `m` (whose keys are those noted so far).
+    pub fn find(&self, m: &Map, key: &str) -> Option<usize> {
+        match &self.index {
+            Some(index) => index.get(key).copied(),
+            None if self.signatures & Self::signature(key) == 0 => None,
+            None => m.entries.iter().position(|(k, _)| k == key),
+        }
+    }
+
+    /// Notes the key `m` ends with, just pushed.
+    pub fn pushed(&mut self, m: &Map) {
+        let Some((key, _)) = m.entries.last() else {
+            return;
+        };
+        match &mut self.index {
+            Some(index) => {
+                index.insert(key.clone(), m.len() - 1);
+            }
+            None => {
+                self.signatures |= Self::signature(key);
+                if m.len() >= Self::SCAN {
+                    let keys = m.entries.iter().enumerate();
+                    self.index = Some(keys.map(|(i, (k, _))| (k.clone(), i)).collect());
+                }
+            }
+        }
+    }
+}
+
 /// Key lookup over a map, hashed when the map is large.
 pub struct MapLookup<'a> {
     map: &'a Map,
