@@ -358,12 +358,16 @@ pub(crate) struct Rng(pub u64);
 
 #[cfg(test)]
 impl Rng {
-    /// A number below `n`.
-    pub fn below(&mut self, n: usize) -> usize {
+    /// The next 64 bits.
+    pub fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
+        self.0
+    }
+    /// A number below `n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
     }
 }
 
