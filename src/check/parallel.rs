@@ -1,5 +1,5 @@
-//! A release's objects predicted on every core: contiguous runs, one per thread, handed on in
-//! input order (the result is the one a single thread gives).
+//! A release's objects predicted on every core (contiguous chunks, taken by threads as they
+//! come free), handed on in input order: the result is the one a single thread gives.
 
 use super::{Fetched, ObjectReport, Options, Target, check_prepared, with_live_origin};
 use crate::deadline::{Deadline, Expired};
@@ -8,8 +8,7 @@ use crate::deadline::{Deadline, Expired};
 const OBJECTS_PER_THREAD: usize = 32;
 
 /// The release's objects predicted against their live objects, handed to `each` in order;
-/// many are predicted on every core (contiguous runs, one per thread), stopping when
-/// `deadline` passes.
+/// many are predicted on every core, stopping when `deadline` passes.
 pub(super) fn check_objects(
     targets: &[&Target],
     live: &Fetched,
@@ -37,25 +36,23 @@ pub(super) fn check_objects(
         }
         return Ok(());
     }
-    let per = targets.len().div_ceil(threads);
-    let parts: Vec<Vec<ObjectReport>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = targets
-            .chunks(per)
-            .map(|run| {
-                scope.spawn(|| {
-                    run.iter()
-                        .map_while(|t| (!deadline.expired()).then(|| one(t)))
-                        .collect()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
+    let len = crate::cores::chunk_len(targets.len());
+    let done = crate::cores::map_chunks(targets, len, threads, |run| {
+        run.iter()
+            .map_while(|t| (!deadline.expired()).then(|| one(t)))
+            .collect::<Vec<_>>()
     });
-    for o in parts.into_iter().flatten() {
-        each(o)?;
+    // In order, up to the first chunk the deadline cut short (chunks after it may have started
+    // before it passed).
+    for (objects, run) in done.into_iter().zip(targets.chunks(len)) {
+        let objects = objects.unwrap_or_else(|p| std::panic::resume_unwind(p));
+        let whole = objects.len() == run.len();
+        for o in objects {
+            each(o)?;
+        }
+        if !whole {
+            break;
+        }
     }
     deadline.check()
 }

@@ -1,5 +1,5 @@
 use super::*;
-use crate::catalog::DEFAULT_KUBERNETES;
+use crate::catalog::{Catalog, DEFAULT_KUBERNETES};
 use crate::manifest::{Loaded, parse_into};
 use crate::value::yaml::parse_one;
 use std::sync::Arc;

@@ -305,28 +305,19 @@ impl LiveState for SnapshotState {
         // Many objects (a check of a whole release): parsed on every core, off the runtime.
         let objects = self.objects.clone();
         tokio::task::spawn_blocking(move || {
-            let per = found.len().div_ceil(crate::cores::cores());
-            std::thread::scope(|scope| {
-                let runs: Vec<_> = found
-                    .chunks(per)
-                    .map(|run| {
-                        let objects = &objects;
-                        scope.spawn(move || {
-                            run.iter()
-                                .map(|i| i.map(|i| objects[i].1.get(&objects[i].0)).transpose())
-                                .collect::<Result<Vec<_>, _>>()
-                        })
-                    })
-                    .collect();
-                let mut out = Vec::with_capacity(found.len());
-                for run in runs {
-                    let part = run.join().map_err(|_| {
-                        LiveError::Internal("reading the snapshot's objects failed".into())
-                    })?;
-                    out.extend(part?);
-                }
-                Ok(out)
-            })
+            let len = crate::cores::chunk_len(found.len());
+            let mut out = Vec::with_capacity(found.len());
+            for run in crate::cores::map_chunks(&found, len, crate::cores::cores(), |run| {
+                run.iter()
+                    .map(|i| i.map(|i| objects[i].1.get(&objects[i].0)).transpose())
+                    .collect::<Result<Vec<_>, _>>()
+            }) {
+                let part = run.map_err(|_| {
+                    LiveError::Internal("reading the snapshot's objects failed".into())
+                })?;
+                out.extend(part?);
+            }
+            Ok(out)
         })
         .await
         .map_err(|e| LiveError::Internal(format!("reading the snapshot failed: {e}")))?

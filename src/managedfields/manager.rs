@@ -139,10 +139,29 @@ pub fn remove_managed_fields(obj: &mut Value) {
     }
 }
 
+/// A copy of `v` without `metadata.managedFields`, as [`remove_managed_fields`] leaves it; the
+/// entries are never copied (they are a large part of a live object, FieldsV1 trees of small
+/// maps, and copying them only to drop them was about 4% of a release's prediction).
 pub(super) fn without_managed_fields(v: &Value) -> Value {
-    let mut c = v.clone();
-    remove_managed_fields(&mut c);
-    c
+    let Some(m) = v.as_map() else {
+        return v.clone();
+    };
+    // The first of each name, as `get_mut` and `remove` find them.
+    let metadata = m.iter().position(|(k, _)| k == "metadata");
+    let entries = m.iter().enumerate().map(|(i, (k, val))| {
+        let val = match val.as_map() {
+            Some(md) if Some(i) == metadata => {
+                let skip = md.iter().position(|(k, _)| k == "managedFields");
+                let kept = md.iter().enumerate().filter(|(j, _)| Some(*j) != skip);
+                Value::Map(Map::from_unique(
+                    kept.map(|(_, (k, v))| (k.clone(), v.clone())).collect(),
+                ))
+            }
+            _ => val.clone(),
+        };
+        (k.clone(), val)
+    });
+    Value::Map(Map::from_unique(entries.collect()))
 }
 
 impl<'s> FieldManager<'s> {
@@ -658,4 +677,31 @@ fn set_last_applied(obj: &mut Value, value: String) {
         ann.remove(LAST_APPLIED);
     }
     md.insert("annotations", Value::Map(ann));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_copy_without_managed_fields_is_the_object_with_them_removed() {
+        let objects = [
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","managedFields":[{"manager":"m","fieldsV1":{"f:data":{}}}],"labels":{"x":"y"}},"data":{"k":"v"}}"#,
+            r#"{"metadata":{"name":"a"},"data":{"k":"v"}}"#,
+            r#"{"metadata":{"managedFields":[]}}"#,
+            r#"{"metadata":"not a map","managedFields":[1]}"#,
+            r#"{"kind":"X"}"#,
+            r#"[{"metadata":{"managedFields":[]}}]"#,
+            r#""text""#,
+        ];
+        for text in objects {
+            let v = crate::value::json::parse(text.as_bytes()).expect("test JSON");
+            let mut expected = v.clone();
+            remove_managed_fields(&mut expected);
+            // Equal, and in the same order.
+            let got = without_managed_fields(&v);
+            assert_eq!(got, expected, "{text}");
+            assert_eq!(format!("{got:?}"), format!("{expected:?}"), "{text}");
+        }
+    }
 }

@@ -19,6 +19,8 @@ pub fn read(text: &str) -> Option<Value> {
     let mut r = Reader {
         c: Cursor::new(text),
         scratch: Vec::new(),
+        items: Vec::new(),
+        entries: Vec::new(),
     };
     let v = r.value(0)?;
     r.at_end().then_some(v)
@@ -29,6 +31,12 @@ struct Reader<'a> {
     c: Cursor<'a>,
     /// An escaped string, unescaped.
     scratch: Vec<u8>,
+    /// The items of the lists being read, innermost last: a list is allocated once, at its
+    /// end, at its size (growing each list as it is read allocated and copied it up to four
+    /// times for a list of ten, and left it up to half empty).
+    items: Vec<Value>,
+    /// The same for the entries of maps.
+    entries: Vec<(Str, Value)>,
 }
 
 impl<'a> std::ops::Deref for Reader<'a> {
@@ -104,24 +112,25 @@ impl Reader<'_> {
     }
 
     fn list(&mut self, depth: usize) -> Option<Vec<Value>> {
-        let mut out = Vec::new();
         if self.open(depth, b']')? {
-            return Some(out);
+            return Some(Vec::new());
         }
+        let start = self.items.len();
         loop {
-            out.push(self.value(depth + 1)?);
+            let v = self.value(depth + 1)?;
+            self.items.push(v);
             if !self.next(b']')? {
-                return Some(out);
+                return Some(self.items.drain(start..).collect());
             }
         }
     }
 
     /// A map of distinct keys (a repeated one declines).
     fn map(&mut self, depth: usize) -> Option<Map> {
-        let mut m = Map::new();
         if self.open(depth, b'}')? {
-            return Some(m);
+            return Some(Map::new());
         }
+        let start = self.entries.len();
         let mut seen = Seen::default();
         loop {
             self.space();
@@ -130,14 +139,14 @@ impl Reader<'_> {
             }
             let key = self.string()?;
             self.eat(b':')?;
-            if seen.find(&m, &key).is_some() {
+            if seen.find_in(&self.entries[start..], &key).is_some() {
                 return None;
             }
             let v = self.value(depth + 1)?;
-            m.push_unique(key, v);
-            seen.pushed(&m);
+            self.entries.push((key, v));
+            seen.pushed_in(&self.entries[start..]);
             if !self.next(b'}')? {
-                return Some(m);
+                return Some(Map::from_unique(self.entries.drain(start..).collect()));
             }
         }
     }

@@ -209,6 +209,10 @@ impl Map {
         self.entries.push((key, value));
         None
     }
+    /// A map of `entries`, whose keys the caller has found distinct.
+    pub(crate) fn from_unique(entries: Vec<(Str, Value)>) -> Map {
+        Map { entries }
+    }
     /// Appends without checking for an existing key (caller guarantees uniqueness).
     pub fn push_unique(&mut self, key: Str, value: Value) {
         self.entries.push((key, value));
@@ -293,26 +297,36 @@ impl Seen {
 
     /// Where `key` is in `m` (whose keys are those noted so far).
     pub fn find(&self, m: &Map, key: &str) -> Option<usize> {
-        match &self.index {
-            Some(index) => index.get(key).copied(),
-            None if self.signatures & Self::signature(key) == 0 => None,
-            None => m.entries.iter().position(|(k, _)| k == key),
-        }
+        self.find_in(&m.entries, key)
     }
 
     /// Notes the key `m` ends with, just pushed.
     pub fn pushed(&mut self, m: &Map) {
-        let Some((key, _)) = m.entries.last() else {
+        self.pushed_in(&m.entries)
+    }
+
+    /// Where `key` is in `entries` (whose keys are those noted so far).
+    pub fn find_in(&self, entries: &[(Str, Value)], key: &str) -> Option<usize> {
+        match &self.index {
+            Some(index) => index.get(key).copied(),
+            None if self.signatures & Self::signature(key) == 0 => None,
+            None => entries.iter().position(|(k, _)| k == key),
+        }
+    }
+
+    /// Notes the key `entries` end with, just pushed.
+    pub fn pushed_in(&mut self, entries: &[(Str, Value)]) {
+        let Some((key, _)) = entries.last() else {
             return;
         };
         match &mut self.index {
             Some(index) => {
-                index.insert(key.clone(), m.len() - 1);
+                index.insert(key.clone(), entries.len() - 1);
             }
             None => {
                 self.signatures |= Self::signature(key);
-                if m.len() >= Self::SCAN {
-                    let keys = m.entries.iter().enumerate();
+                if entries.len() >= Self::SCAN {
+                    let keys = entries.iter().enumerate();
                     self.index = Some(keys.map(|(i, (k, _))| (k.clone(), i)).collect());
                 }
             }
