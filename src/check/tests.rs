@@ -347,3 +347,40 @@ fn a_release_predicted_on_every_core_equals_one_object_at_a_time() {
     assert_eq!(report.summary().conflicted, 60, "{:?}", report.summary());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_large_release_resolves_on_every_core_as_one_thread_would() {
+    // 150 documents (resolved in chunks on every core); with defects, a repeat across chunks,
+    // an unknown kind and a refused label key, each reported at its document, in order.
+    let release = |defects: bool| {
+        let mut text = String::new();
+        for i in 0..150 {
+            let (kind, name, labels) = match i {
+                70 if defects => ("ConfigMap", "c3".to_string(), "{}"),
+                100 if defects => ("NoSuchKind", format!("c{i}"), "{}"),
+                120 if defects => ("ConfigMap", format!("c{i}"), "{\"bad key\": x}"),
+                _ => ("ConfigMap", format!("c{i}"), "{}"),
+            };
+            text.push_str(&format!(
+                "apiVersion: v1\nkind: {kind}\nmetadata: {{name: {name}, labels: {labels}}}\n---\n"
+            ));
+        }
+        text
+    };
+    let mut c = Catalog::kubernetes(DEFAULT_KUBERNETES).unwrap();
+    let e = resolve(docs(&release(true)), &mut c, "team").unwrap_err();
+    let at: Vec<Option<usize>> = e.iter().map(|e| e.doc).collect();
+    assert_eq!(at, [Some(71), Some(101), Some(121)], "{e:?}");
+    assert!(
+        e[0].message.contains("already defined at m.yaml:"),
+        "{}",
+        e[0]
+    );
+    assert_eq!(e[1].path.as_deref(), Some(".kind"), "{}", e[1]);
+
+    let t = resolve(docs(&release(false)), &mut c, "team").unwrap();
+    let names: Vec<String> = t.iter().map(|t| t.object_ref.name.clone()).collect();
+    assert_eq!(names, (0..150).map(|i| format!("c{i}")).collect::<Vec<_>>());
+    assert!(t.iter().all(|t| t.object_ref.namespace == "team"
+        && t.doc.object.str_at(&["metadata", "namespace"]) == Some("team")));
+}
