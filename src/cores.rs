@@ -3,9 +3,7 @@
 //! file's parse), and a map over contiguous chunks that threads take as they come free.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Mutex;
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 /// The threads to split work across (at least 1).
 pub fn cores() -> usize {
@@ -52,24 +50,21 @@ fn on_chunks<C: Send, R: Send>(
     threads: usize,
     work: impl Fn(C) -> R + Sync,
 ) -> Vec<std::thread::Result<R>> {
-    let helpers = threads.min(chunks.len()).saturating_sub(1);
-    // Each chunk is taken by the one thread that drew its number: the locks are never
-    // contended, and a poisoned one (a panic cannot happen while one is held) is still whole.
-    let chunks: Vec<Mutex<Option<C>>> = chunks.into_iter().map(|c| Mutex::new(Some(c))).collect();
-    let next = AtomicUsize::new(0);
-    let done: Mutex<Vec<(usize, std::thread::Result<R>)>> =
-        Mutex::new(Vec::with_capacity(chunks.len()));
+    let count = chunks.len();
+    let helpers = threads.min(count).saturating_sub(1);
+    // Neither lock is held where anything can panic: a poisoned one is still whole.
+    let queue = Mutex::new(chunks.into_iter().enumerate());
+    let done = Mutex::new(Vec::with_capacity(count));
     let run = || {
         let mut mine = Vec::new();
         loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(slot) = chunks.get(i) else { break };
-            let Some(chunk) = slot.lock().unwrap_or_else(|p| p.into_inner()).take() else {
-                continue;
-            };
+            let next = queue.lock().unwrap_or_else(PoisonError::into_inner).next();
+            let Some((i, chunk)) = next else { break };
             mine.push((i, catch_unwind(AssertUnwindSafe(|| work(chunk)))));
         }
-        done.lock().unwrap_or_else(|p| p.into_inner()).extend(mine);
+        done.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(mine);
     };
     std::thread::scope(|scope| {
         for _ in 0..helpers {
@@ -77,7 +72,8 @@ fn on_chunks<C: Send, R: Send>(
         }
         run();
     });
-    let mut done = done.into_inner().unwrap_or_else(|p| p.into_inner());
+    let mut done: Vec<(usize, std::thread::Result<R>)> =
+        done.into_inner().unwrap_or_else(PoisonError::into_inner);
     done.sort_unstable_by_key(|(i, _)| *i);
     done.into_iter().map(|(_, r)| r).collect()
 }

@@ -161,33 +161,23 @@ impl Snapshot {
     /// Puts the objects, added in the order read, in reference order; an object read twice is
     /// reported at its second place, naming the first, in the order read.
     fn index(&mut self, errors: &mut Vec<ManifestError>) {
-        // The order found on indexes (the objects are large to move about), then the objects
-        // taken once into it: of two alike, the first read comes first.
-        let objects = std::mem::take(&mut self.objects);
-        let mut order: Vec<u32> = (0..objects.len() as u32).collect();
-        order.sort_unstable_by(|&a, &b| {
-            let (a, b) = (&objects[a as usize], &objects[b as usize]);
-            a.0.cmp(&b.0).then(a.1.cmp(&b.1))
-        });
-        let mut slots: Vec<Option<(ObjectRef, usize, Entry)>> =
-            objects.into_iter().map(Some).collect();
+        // Of two alike, the first read comes first (the order read breaks ties: no stable
+        // sort's scratch copy of the objects needed).
+        self.objects
+            .sort_unstable_by(|(a, read_a, _), (b, read_b, _)| a.cmp(b).then(read_a.cmp(read_b)));
         let mut repeated = Vec::new();
-        self.objects.reserve_exact(order.len());
-        for i in order {
-            let Some(object) = slots[i as usize].take() else {
-                continue;
-            };
-            match self.objects.last() {
-                Some((first_ref, _, first)) if *first_ref == object.0 => {
+        self.objects
+            .dedup_by(|(r, read, again), (first_ref, _, first)| {
+                let same = r == first_ref;
+                if same {
                     let message = format!(
-                        "{} appears twice in the snapshot (first at {})",
-                        object.0, first.origin
+                        "{r} appears twice in the snapshot (first at {})",
+                        first.origin
                     );
-                    repeated.push((object.1, object.2.origin.error(message)));
+                    repeated.push((*read, again.origin.error(message)));
                 }
-                _ => self.objects.push(object),
-            }
-        }
+                same
+            });
         repeated.sort_by_key(|(read, _)| *read);
         errors.extend(repeated.into_iter().map(|(_, e)| e));
     }
