@@ -18,9 +18,15 @@ trap 'rm -rf "$out"' EXIT
 "$helm" template fieldguard "$chart" --namespace platform > "$out/default.yaml"
 "$helm" template fieldguard "$chart" --namespace platform -f "$chart/ci/full-values.yaml" > "$out/full.yaml"
 "$venv/kubernetes-validate" --strict --quiet -k 1.33.0 "$out/default.yaml" "$out/full.yaml"
+# fieldguard: FIELDGUARD_BIN when set (scripts/test.sh: the binary the tests built), else a
+# release build.
+if [ -n "${FIELDGUARD_BIN:-}" ]; then
+  fieldguard=("$FIELDGUARD_BIN")
+else
+  fieldguard=(cargo run --quiet --release --)
+fi
 for f in default full; do
-  # shellcheck disable=SC2086 # FIELDGUARD_BUILD holds several flags
-  cargo run --quiet ${FIELDGUARD_BUILD:---release} -- check --snapshot examples/cluster \
+  "${fieldguard[@]}" check --snapshot examples/cluster \
     --snapshot tests/data/crds/prometheus-operator-ServiceMonitor.yaml --field-manager helm \
     -n platform -o json "$out/$f.yaml" > "$out/$f.json"
 done

@@ -95,7 +95,7 @@ os.chmod(os.path.join(tools, "helm"), 0o755)
 PY
 fi
 "$TOOLS/helm" version >/dev/null
-# Helm 4 as the judge of releases (tests/real_release.rs): Helm 4.1.4 and kubectl into .helm4/,
+# Helm 4 as the judge of releases (tests/real/release.rs): Helm 4.1.4 and kubectl into .helm4/,
 # PostgreSQL from Debian for Helm's SQL release storage (the real apiserver serves no Secrets).
 HELM4_OUT="$ROOT/.helm4" bash "$SHARED/helm4/setup.sh"
 echo "setup: ok" >&2

@@ -7,7 +7,14 @@
 #   FIELDGUARD_DIFF_SEED    seed (default: derived from the clock, printed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+# Setup (downloads, the Go builds of the oracle and the real apiserver, Helm 4, validators) runs
+# beside the Rust build below, which needs none of it: on a fresh machine each leaves a core idle
+# for long stretches (downloads; rustc's single-threaded front end). Its log is kept and printed
+# when it ends; a failure stops the suite before any test runs, and leaving early stops setup.
+setup_log=$(mktemp)
+setsid -w scripts/setup.sh >"$setup_log" 2>&1 &
+setup_pid=$!
+trap 'kill -- -"$setup_pid" 2>/dev/null || true; rm -f "$setup_log"' EXIT
 export SSA_ORACLE="$PWD/.oracle/bin/ssa-oracle-modern"
 export FIELDGUARD_REQUIRE_ORACLE=1
 export FIELDGUARD_REQUIRE_VALIDATORS=1
@@ -22,8 +29,18 @@ cargo clippy --all-targets --all-features --profile checked -- -D warnings
 # thing it prints, where a CI log's tail shows it, instead of dozens of runtime frames.
 export RUST_BACKTRACE=0
 # Profile `checked`: optimized, with the engine's debug-only cross-checks and overflow checks
-# on; `generator`: the random cases of the differential tests.
+# on; `generator`: the random cases of the differential tests. Built first, while setup may
+# still run; the tests wait for it.
+cargo test --profile checked --features generator,fault-injection --no-run
+setup_rc=0
+wait "$setup_pid" || setup_rc=$?
+cat "$setup_log" >&2
+if [ "$setup_rc" -ne 0 ]; then
+  echo "test.sh: scripts/setup.sh failed (exit $setup_rc); its log is above" >&2
+  exit "$setup_rc"
+fi
 cargo test --profile checked --features generator,fault-injection -- --show-output 2>&1 | grep -v '^---- .* stdout ----$' | grep -v '^successes:$'
-# The chart check runs the binary the tests built (the same profile and features).
-export FIELDGUARD_BUILD="--profile checked --features generator,fault-injection"
-scripts/chart-check.sh
+# The chart check runs the binary the tests built. (`cargo run` with the same profile and
+# features would build the library again: without the tests' dev-dependencies, some
+# dependencies' features differ.)
+FIELDGUARD_BIN="${CARGO_TARGET_DIR:-target}/checked/fieldguard" scripts/chart-check.sh

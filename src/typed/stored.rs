@@ -5,7 +5,7 @@
 //! not declare are dropped, and so are empty values, since every field is `omitempty`:
 //! `labels: {}`, `finalizers: []`, `name: ""`, `generation: 0`, and `null`s.
 //!
-//! Seen against the real apiserver (`tests/real_differential.rs`): an apply of
+//! Seen against the real apiserver (`tests/real/differential.rs`): an apply of
 //! `metadata: {labels: {}}` stores no `labels`, and a merge that empties an embedded object's
 //! `metadata.labels` (smd leaves `null` there) stores `metadata: {}`.
 

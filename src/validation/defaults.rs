@@ -5,8 +5,8 @@
 //! list or a value of a map whose schema has a default and may not be `null` likewise. Defaults
 //! are filled in before the walk descends, so a defaulted object gets its own fields' defaults.
 //!
-//! What the real apiserver showed (`tests/real_validation.rs`, and the random histories of
-//! `tests/real_differential.rs` with `tests/data/realapi/sprocket-crd.yaml`): an apply that
+//! What the real apiserver showed (`tests/real/validation.rs`, and the random histories of
+//! `tests/real/differential.rs` with `tests/data/realapi/sprocket-crd.yaml`): an apply that
 //! leaves out a required field with a default is accepted; `field: null` where a default exists
 //! is stored as the default, where none exists it is refused (the nulls are not pruned on this
 //! path); an apply whose merged object differs from the stored one only by what defaulting puts

@@ -7,7 +7,7 @@
 //! Messages are the apiserver's (Kubernetes 1.36), word for word: names through
 //! `k8s.io/apimachinery/pkg/util/validation` (lengths in "characters"), label keys and values
 //! through `pkg/api/validate/content` (lengths in "bytes", since 1.35); checked against the
-//! real apiserver for custom resources (`tests/real_differential.rs`).
+//! real apiserver for custom resources (`tests/real/differential.rs`).
 
 use super::FieldError;
 use crate::value::gofmt::quote;

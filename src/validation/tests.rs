@@ -1,7 +1,7 @@
 //! Cases whose expected messages are the real apiserver's answers (Kubernetes 1.36,
 //! `../shared/realapi`) to the same objects against `tests/data/realapi/probe-crd.json`; the
 //! real tier asks the server again on every run
-//! (`tests/real_differential.rs::validation_equals_the_servers`).
+//! (`tests/real/differential.rs::validation_equals_the_servers`).
 
 use super::*;
 use crate::value::json::parse_str;

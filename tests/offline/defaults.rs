@@ -1,5 +1,5 @@
 //! A custom resource's schema defaults through `fieldguard check` against a snapshot (the real
-//! apiserver's behaviour, which `tests/real_validation.rs` and `tests/real_differential.rs`
+//! apiserver's behaviour, which `tests/real/validation.rs` and `tests/real/differential.rs`
 //! compare with, without the real tier): a create that leaves out a required field with a
 //! default is predicted created, not refused; a field an apply drops that the server fills in
 //! again is not reported removed but noted, with the value it gets; dropping a field whose

@@ -3,7 +3,7 @@
 //! and `fieldguard history` / `fieldguard fights --server`. The fake apiserver only delivers
 //! the managedFields the test writes (no merging): what changed hands is computed by
 //! fieldguard from them. The outcome against kube-apiserver's own field manager is judged in
-//! `tests/real_history.rs`.
+//! `tests/real/history.rs`.
 
 use crate::support;
 

@@ -7,10 +7,10 @@
 //! `cargo test --test offline -- cache::` (a filter matches anywhere in a test's path:
 //! `service::` also runs `history_service::`).
 //!
-//! Binaries of their own: the tests against the real apiserver (`tests/real_*.rs`,
-//! `tests/apply.rs`), as each starts the server its tests share and `real_watch` restarts and
-//! compacts its server mid-test; and `tests/telemetry.rs`, which installs the process-wide
-//! tracing subscriber and asserts on the spans it collects. proptest keeps its regression seeds
+//! Binaries of their own: the tests against the real apiserver (`tests/real/`: each module
+//! starts a server its tests share, and `watch` restarts and compacts its server mid-test); and
+//! `tests/telemetry.rs`, which installs the process-wide tracing subscriber and asserts on the
+//! spans it collects. proptest keeps its regression seeds
 //! in `tests/proptest-regressions/` (the directory beside the one holding this `main.rs`).
 
 #[path = "../support/mod.rs"]

@@ -293,7 +293,7 @@ spec:
 "#;
     let p = c.predict("carol", carol, ForcePolicy::None);
     // The contents stay, but carol's entry is added: the server writes (as the real apiserver
-    // does: tests/real_differential.rs).
+    // does: tests/real/differential.rs).
     assert_eq!(p.verdict, Verdict::OwnershipOnly);
     let shared: Vec<&str> = p.shared.iter().map(|s| s.path.as_str()).collect();
     assert_eq!(

@@ -8,8 +8,8 @@
 //! serve — Secrets as release records, Deployments and Jobs — so they stay on the fake, and the
 //! fake computes server-side applies and patches with fieldguard's own engine. What these tests
 //! prove is the run's order, requests, records and refusals; the outcome of an apply is judged
-//! against the real server (`tests/apply.rs`, `tests/real_differential.rs`), and releases with
-//! hooks by Helm 4 itself (`tests/real_release.rs`).
+//! against the real server (`tests/real/apply.rs`, `tests/real/differential.rs`), and releases with
+//! hooks by Helm 4 itself (`tests/real/release.rs`).
 
 use crate::support;
 

@@ -9,7 +9,7 @@
 //! `support::realapi`) cannot do: core kinds (Secrets for release records, ConfigMaps,
 //! Deployments), TokenReview and SubjectAccessReview, and faults injected at will (dropped
 //! watches, 410s, outages, held requests). Every outcome claim is judged against the real
-//! server: `tests/real_differential.rs`, `tests/apply.rs`.
+//! server: `tests/real/differential.rs`, `tests/real/apply.rs`.
 
 #![allow(dead_code)]
 
@@ -863,7 +863,7 @@ fn watch(
 
 /// Server-side apply, with fieldguard's engine doing the merge: this proves the protocol
 /// around it only (query parameters, preconditions, Status bodies, dry runs), never the
-/// outcome — the real apiserver judges that (`tests/real_differential.rs`).
+/// outcome — the real apiserver judges that (`tests/real/differential.rs`).
 fn apply_patch(
     s: &mut State,
     path: &str,

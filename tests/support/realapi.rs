@@ -3,15 +3,16 @@
 //! field manager, 409/422 bodies and watches, for custom resources: the judge of what
 //! fieldguard predicts or writes.
 //!
-//! One server per test binary ([`shared`]); a watchdog process stops it when the binary exits,
+//! One server per test module ([`shared_server`]); a watchdog process stops it when the binary exits,
 //! however it exits. Ports come from below the kernel's ephemeral range, so no `bind(port 0)`
 //! elsewhere in the tests can take them.
 
 use fieldguard::live::api::Api;
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 /// A running real apiserver.
@@ -43,24 +44,33 @@ fn built(out: &Path) -> bool {
         .all(|b| out.join("bin").join(b).exists())
 }
 
-/// The server shared by this test binary, started on first use; `None` when it is not built
-/// (a failure instead when `FIELDGUARD_REQUIRE_REALAPI` is set, as in `scripts/test.sh`).
-pub fn shared_server() -> Option<&'static RealApi> {
-    static SERVER: OnceLock<Option<RealApi>> = OnceLock::new();
-    SERVER
-        .get_or_init(|| {
-            let out = root().join(".realapi");
-            if !built(&out) {
-                assert!(
-                    std::env::var_os("FIELDGUARD_REQUIRE_REALAPI").is_none(),
-                    "the real apiserver is not built: run scripts/setup.sh"
-                );
-                eprintln!("skipping the real tier: run scripts/setup.sh to build .realapi/");
-                return None;
-            }
-            Some(RealApi::start(&out))
-        })
-        .as_ref()
+/// The server that the tests of module `key` (their `module_path!()`) share, started on
+/// first use; `None` when it is not built (a failure instead when `FIELDGUARD_REQUIRE_REALAPI`
+/// is set, as in `scripts/test.sh`). The real tier is one test binary: each module keeps a
+/// server of its own, so no module sees another's objects, CRDs or restarts, and a module's
+/// tests still share theirs.
+pub fn shared_server(key: &'static str) -> Option<&'static RealApi> {
+    type Slot = &'static OnceLock<Option<RealApi>>;
+    static SERVERS: Mutex<BTreeMap<&'static str, Slot>> = Mutex::new(BTreeMap::new());
+    // The map is held only to find the slot: servers of different modules start side by side.
+    let slot: Slot = *SERVERS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(key)
+        .or_insert_with(|| Box::leak(Box::new(OnceLock::new())));
+    slot.get_or_init(|| {
+        let out = root().join(".realapi");
+        if !built(&out) {
+            assert!(
+                std::env::var_os("FIELDGUARD_REQUIRE_REALAPI").is_none(),
+                "the real apiserver is not built: run scripts/setup.sh"
+            );
+            eprintln!("skipping the real tier: run scripts/setup.sh to build .realapi/");
+            return None;
+        }
+        Some(RealApi::start(&out))
+    })
+    .as_ref()
 }
 
 /// A base port below the ephemeral range with four free ports.
@@ -435,14 +445,15 @@ pub async fn install_crd(api: &Api, yaml: &str) {
     }
 }
 
-/// The shared real apiserver with the CRD of `tests/data/realapi/FILE` installed, and the
-/// catalog a `check` against it would build for `group_versions` (comma-separated; `None`: the real tier is not
-/// built and not required).
+/// Module `key`'s real apiserver ([`shared_server`]) with the CRD of `tests/data/realapi/FILE`
+/// installed, and the catalog a `check` against it would build for `group_versions`
+/// (comma-separated; `None`: the real tier is not built and not required).
 pub async fn with_crd(
+    key: &'static str,
     file: &str,
     group_versions: &str,
 ) -> Option<(fieldguard::live::api::Api, fieldguard::catalog::Catalog)> {
-    let server = shared_server()?;
+    let server = shared_server(key)?;
     let api = server.api().await;
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/realapi")

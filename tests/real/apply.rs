@@ -2,7 +2,7 @@
 //! structured 409s, selective force, optimistic locking losing a real race, dry runs, creates
 //! and the server's own 422s — on custom resources (`tests/data/realapi/`).
 
-mod support;
+use crate::support;
 
 use fieldguard::apply::client_side;
 use fieldguard::apply::ssa::{self, SsaError, SsaOptions};
@@ -32,7 +32,7 @@ fn opts(force: Force) -> SsaOptions {
 }
 
 async fn setup() -> Option<Api> {
-    let server = support::realapi::shared_server()?;
+    let server = support::realapi::shared_server(module_path!())?;
     let api = server.api().await;
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/realapi");
     install_crd(

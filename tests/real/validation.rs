@@ -3,7 +3,7 @@
 //! metadata, and `x-kubernetes-validations` (CEL) rules — fieldguard's predicted 422s must be
 //! the server's, cause for cause.
 
-mod support;
+use crate::support;
 
 use support::judge::{causes, predict};
 use support::realapi::{delete, get, with_crd, write};
@@ -19,7 +19,8 @@ const NAMESPACE: &str = "default";
 /// int-or-string, a CEL rule) and fieldguard's prediction must name the same causes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn validation_equals_the_servers() {
-    let Some((api, mut catalog)) = with_crd("probe-crd.json", "p.test/v1").await else {
+    let Some((api, mut catalog)) = with_crd(module_path!(), "probe-crd.json", "p.test/v1").await
+    else {
         return;
     };
     let url = format!("/apis/p.test/v1/namespaces/{NAMESPACE}/probes/v");
@@ -66,7 +67,7 @@ async fn validation_equals_the_servers() {
 /// `validation::meta` says.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metadata_refusals_equal_the_servers() {
-    let Some((api, _)) = with_crd("widget-crd.yaml", GROUP_VERSION).await else {
+    let Some((api, _)) = with_crd(module_path!(), "widget-crd.yaml", GROUP_VERSION).await else {
         return;
     };
     let big = "v".repeat(300 * 1024);
@@ -140,7 +141,8 @@ async fn metadata_refusals_equal_the_servers() {
 /// counted, and must be the one the test expects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cel_rules_equal_the_servers() {
-    let Some((api, mut catalog)) = with_crd("rules-crd.yaml", "rules.fieldguard.test/v1").await
+    let Some((api, mut catalog)) =
+        with_crd(module_path!(), "rules-crd.yaml", "rules.fieldguard.test/v1").await
     else {
         return;
     };
@@ -278,7 +280,9 @@ async fn cel_rules_equal_the_servers() {
 /// managedFields, whether it wrote).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn defaults_are_filled_in_as_the_server_does() {
-    let Some((api, mut catalog)) = with_crd("sprocket-crd.yaml", GROUP_VERSION).await else {
+    let Some((api, mut catalog)) =
+        with_crd(module_path!(), "sprocket-crd.yaml", GROUP_VERSION).await
+    else {
         return;
     };
     let url = format!("/apis/{GROUP_VERSION}/namespaces/{NAMESPACE}/sprockets/defaulted");
@@ -391,7 +395,7 @@ async fn defaults_are_filled_in_as_the_server_does() {
 /// the index's hash URL then answers `301` to the new hash, and the current document is read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_openapi_index_reads_the_current_document() {
-    let Some((api, _)) = with_crd("widget-crd.yaml", GROUP_VERSION).await else {
+    let Some((api, _)) = with_crd(module_path!(), "widget-crd.yaml", GROUP_VERSION).await else {
         return;
     };
     let hash_url = |i: &Option<fieldguard::value::Value>| {

@@ -4,7 +4,7 @@
 //! them, read as a snapshot (with the CRD, whose schema the snapshot derives itself); and
 //! `fieldguard serve` watching the server answers `check --server` the same way.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -135,8 +135,8 @@ async fn export(api: &fieldguard::live::api::Api, dir: &Path) {
 async fn cluster_and_exported_snapshot_give_the_same_reports() {
     // Each step's time since the start, in the output a failure shows.
     let t0 = std::time::Instant::now();
-    let step = |what: &str| eprintln!("real_cli: {what} at {:.1?}", t0.elapsed());
-    let Some(server) = support::realapi::shared_server() else {
+    let step = |what: &str| eprintln!("real::cli: {what} at {:.1?}", t0.elapsed());
+    let Some(server) = support::realapi::shared_server(module_path!()) else {
         return;
     };
     step("the real apiserver is up");

@@ -10,7 +10,7 @@
 //!
 //! This binary restarts its server: it has this one test only.
 
-mod support;
+use crate::support;
 
 use fieldguard::cache::{CacheConfig, ClusterCache};
 use fieldguard::live::api::Api;
@@ -155,7 +155,7 @@ async fn churn(api: &Api, rng: &mut StdRng, names: &[String], n: usize) -> [usiz
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cache_follows_the_real_apiserver_through_restarts_and_compaction() {
-    let Some(server) = support::realapi::shared_server() else {
+    let Some(server) = support::realapi::shared_server(module_path!()) else {
         return;
     };
     let api = server.api().await;

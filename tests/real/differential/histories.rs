@@ -1,8 +1,8 @@
-//! The random histories of `real_differential.rs`: the objects, the manifests an applier sends
+//! The random histories of `differential.rs`: the objects, the manifests an applier sends
 //! (every field present or not, values from small domains, so that managers meet on the same
 //! fields), and the writes of everyone else.
 
-use super::support::realapi::write;
+use crate::support::realapi::write;
 use fieldguard::live::api::Api;
 use rand::Rng;
 use rand::rngs::StdRng;
@@ -71,7 +71,7 @@ pub fn steps() -> usize {
 }
 
 pub fn seed() -> u64 {
-    super::support::seed("FIELDGUARD_REAL_SEED")
+    crate::support::seed("FIELDGUARD_REAL_SEED")
 }
 
 /// A random pick from a small domain, so that managers meet on the same fields and values.

@@ -6,7 +6,7 @@
 //! the same order (watched on the server), leave the same objects with the same managedFields,
 //! and record the same revisions with the same statuses.
 
-mod support;
+use crate::support;
 
 use futures::AsyncBufReadExt;
 use serde_json::{Value, json};
@@ -208,7 +208,7 @@ async fn records(connection: &str, ns: &str, owner: &str) -> Vec<(i32, String)> 
 /// The real server with the CRD of `tests/data/realapi/CRD` installed, and Helm with its
 /// database; `None` when the real tier is not built (and not required).
 async fn setup(crd: &str, name: &str) -> Option<(fieldguard::live::api::Api, Env<'static>)> {
-    let server = support::realapi::shared_server()?;
+    let server = support::realapi::shared_server(module_path!())?;
     let helm = support::helm4::shared_helm()?;
     let api = server.api().await;
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))

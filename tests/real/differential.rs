@@ -1,7 +1,7 @@
 //! Differential testing against the real apiserver (`../shared/realapi`: Kubernetes 1.36's own
 //! handlers): random histories of writes to custom resources shaped like the built-in kinds'
 //! hard parts (`tests/data/realapi/widget-crd.yaml`; `sprocket-crd.yaml`, the same with the
-//! server's defaulting; the histories: `real_differential/histories.rs`). Before every
+//! server's defaulting; the histories: `real/differential/histories.rs`). Before every
 //! server-side apply, fieldguard predicts it from what a user's `check` sees — the live object
 //! read from the server, the schema the server publishes at `/openapi/v3` — and the prediction
 //! is compared with what the server then does: refused or not (the 409 message word for word,
@@ -16,9 +16,9 @@
 //!   FIELDGUARD_REAL_STEPS   steps per run (default 2000)
 //!   FIELDGUARD_REAL_SEED    seed (default: from the clock, printed)
 
-#[path = "real_differential/histories.rs"]
 mod histories;
-mod support;
+
+use crate::support;
 
 use histories::*;
 use support::judge::{compare, contents, predict, stamped};
@@ -31,13 +31,17 @@ use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn predictions_equal_what_the_real_apiserver_does() {
-    let Some((api, _)) = with_crd("widget-crd.yaml", GROUP_VERSION).await else {
+    let Some((api, _)) = with_crd(module_path!(), "widget-crd.yaml", GROUP_VERSION).await else {
         return;
     };
-    if with_crd("sprocket-crd.yaml", GROUP_VERSION).await.is_none() {
+    if with_crd(module_path!(), "sprocket-crd.yaml", GROUP_VERSION)
+        .await
+        .is_none()
+    {
         return;
     }
     let Some((_, mut catalog)) = with_crd(
+        module_path!(),
         "gadget-crd.yaml",
         &[GROUP_VERSION, "fieldguard.test/v2"].join(","),
     )
@@ -178,7 +182,8 @@ async fn predictions_equal_what_the_real_apiserver_does() {
 /// entry, so the server writes (predicted `ownership-only`, the resourceVersion moves).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn emptied_maps_are_rejected_and_ownership_only_applies_are_writes() {
-    let Some((api, mut catalog)) = with_crd("widget-crd.yaml", GROUP_VERSION).await else {
+    let Some((api, mut catalog)) = with_crd(module_path!(), "widget-crd.yaml", GROUP_VERSION).await
+    else {
         return;
     };
     let name = "scenario";
@@ -321,13 +326,17 @@ async fn emptied_maps_are_rejected_and_ownership_only_applies_are_writes() {
 /// `unchanged` with a note saying the server may rewrite; here is the server doing both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stored_form_rewrites() {
-    let Some((api, _)) = with_crd("widget-crd.yaml", GROUP_VERSION).await else {
+    let Some((api, _)) = with_crd(module_path!(), "widget-crd.yaml", GROUP_VERSION).await else {
         return;
     };
-    if with_crd("sprocket-crd.yaml", GROUP_VERSION).await.is_none() {
+    if with_crd(module_path!(), "sprocket-crd.yaml", GROUP_VERSION)
+        .await
+        .is_none()
+    {
         return;
     }
     let Some((_, mut catalog)) = with_crd(
+        module_path!(),
         "gadget-crd.yaml",
         &[GROUP_VERSION, "fieldguard.test/v2"].join(","),
     )

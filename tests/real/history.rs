@@ -14,7 +14,7 @@
 //!
 //! Waits are for the cache reaching the server's resourceVersion (hang guard 60 s).
 
-mod support;
+use crate::support;
 
 use fieldguard::cache::{CacheConfig, ClusterCache};
 use fieldguard::history::{
@@ -168,7 +168,7 @@ fn only(name: &str) -> Filter {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_of_a_real_server() {
-    let Some(server) = shared_server() else {
+    let Some(server) = shared_server(module_path!()) else {
         return;
     };
     let api = server.api().await;
