@@ -190,7 +190,7 @@ async fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(10_000);
-    let Some(server) = realapi::shared_server() else {
+    let Some(server) = realapi::shared_server(module_path!()) else {
         println!("realapi: the real apiserver is not built (scripts/setup.sh); skipped");
         return;
     };

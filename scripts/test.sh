@@ -39,7 +39,7 @@ if [ "$setup_rc" -ne 0 ]; then
   echo "test.sh: scripts/setup.sh failed (exit $setup_rc); its log is above" >&2
   exit "$setup_rc"
 fi
-cargo test --profile checked --features generator,fault-injection -- --show-output 2>&1 | grep -v '^---- .* stdout ----$' | grep -v '^successes:$'
+cargo test --profile checked --features generator,fault-injection -- --show-output 2>&1 | grep --line-buffered -v '^---- .* stdout ----$' | grep --line-buffered -v '^successes:$'
 # The chart check runs the binary the tests built. (`cargo run` with the same profile and
 # features would build the library again: without the tests' dev-dependencies, some
 # dependencies' features differ.)
