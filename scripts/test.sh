@@ -28,9 +28,9 @@ cargo clippy --all-targets --all-features --profile checked -- -D warnings
 # No backtraces: a failing test's panic message (file, line, what differed) is then the last
 # thing it prints, where a CI log's tail shows it, instead of dozens of runtime frames.
 export RUST_BACKTRACE=0
-# Profile `checked`: optimized, with the engine's debug-only cross-checks and overflow checks
-# on; `generator`: the random cases of the differential tests. Built first, while setup may
-# still run; the tests wait for it.
+# Profile `checked`: optimized (level 1), with the engine's debug-only cross-checks and
+# overflow checks on; `generator`: the random cases of the differential tests. Built first,
+# while setup may still run; the tests wait for it.
 cargo test --profile checked --features generator,fault-injection --no-run
 setup_rc=0
 wait "$setup_pid" || setup_rc=$?
