@@ -14,7 +14,18 @@ cd "$(dirname "$0")/.."
 setup_log=$(mktemp)
 setsid -w scripts/setup.sh >"$setup_log" 2>&1 &
 setup_pid=$!
-trap 'kill -- -"$setup_pid" 2>/dev/null || true; rm -f "$setup_log"' EXIT
+trap '[ -z "$setup_pid" ] || kill -- -"$setup_pid" 2>/dev/null || kill "$setup_pid" 2>/dev/null || true; rm -f "$setup_log"' EXIT
+# Waits for setup and prints its log; a failure ends the suite here.
+setup_done() {
+  local rc=0
+  wait "$setup_pid" || rc=$?
+  setup_pid=
+  cat "$setup_log" >&2
+  if [ "$rc" -ne 0 ]; then
+    echo "test.sh: scripts/setup.sh failed (exit $rc); its log is above" >&2
+    exit "$rc"
+  fi
+}
 export SSA_ORACLE="$PWD/.oracle/bin/ssa-oracle-modern"
 export FIELDGUARD_REQUIRE_ORACLE=1
 export FIELDGUARD_REQUIRE_VALIDATORS=1
@@ -25,6 +36,8 @@ cargo fmt --all -- --check
 # macros and build scripts it compiles (syn, serde_derive, ring's and mimalloc's C) are the ones
 # the test build below then reuses, and the debug-only cross-checks are linted too.
 cargo clippy --all-targets --all-features --profile checked -- -D warnings
+# Setup over already (a failure shows now, not after the build)?
+kill -0 "$setup_pid" 2>/dev/null || setup_done
 # No backtraces: a failing test's panic message (file, line, what differed) is then the last
 # thing it prints, where a CI log's tail shows it, instead of dozens of runtime frames.
 export RUST_BACKTRACE=0
@@ -32,13 +45,7 @@ export RUST_BACKTRACE=0
 # overflow checks on; `generator`: the random cases of the differential tests. Built first,
 # while setup may still run; the tests wait for it.
 cargo test --profile checked --features generator,fault-injection --no-run
-setup_rc=0
-wait "$setup_pid" || setup_rc=$?
-cat "$setup_log" >&2
-if [ "$setup_rc" -ne 0 ]; then
-  echo "test.sh: scripts/setup.sh failed (exit $setup_rc); its log is above" >&2
-  exit "$setup_rc"
-fi
+[ -z "$setup_pid" ] || setup_done
 cargo test --profile checked --features generator,fault-injection -- --show-output 2>&1 | grep --line-buffered -v '^---- .* stdout ----$' | grep --line-buffered -v '^successes:$'
 # The chart check runs the binary the tests built. (`cargo run` with the same profile and
 # features would build the library again: without the tests' dev-dependencies, some
