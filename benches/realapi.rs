@@ -195,15 +195,7 @@ async fn main() {
         return;
     };
     let api = server.api().await;
-    realapi::install_crd(
-        &api,
-        &std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/data/realapi/widget-crd.yaml"),
-        )
-        .unwrap(),
-    )
-    .await;
+    realapi::install_crd_file(&api, "widget-crd.yaml").await;
 
     // The objects.
     let a = api.clone();

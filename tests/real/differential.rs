@@ -29,24 +29,23 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn predictions_equal_what_the_real_apiserver_does() {
-    let Some((api, _)) = with_crd(module_path!(), "widget-crd.yaml", GROUP_VERSION).await else {
-        return;
-    };
-    if with_crd(module_path!(), "sprocket-crd.yaml", GROUP_VERSION)
-        .await
-        .is_none()
-    {
-        return;
-    }
-    let Some((_, mut catalog)) = with_crd(
+/// This module's server with the widget, sprocket and gadget CRDs installed, and the catalog
+/// a `check` builds for the gadget's two versions (`None`: the real tier is not built).
+async fn three_crds() -> Option<(fieldguard::live::api::Api, fieldguard::catalog::Catalog)> {
+    let (api, _) = with_crd(module_path!(), "widget-crd.yaml", GROUP_VERSION).await?;
+    with_crd(module_path!(), "sprocket-crd.yaml", GROUP_VERSION).await?;
+    let (_, catalog) = with_crd(
         module_path!(),
         "gadget-crd.yaml",
         &[GROUP_VERSION, "fieldguard.test/v2"].join(","),
     )
-    .await
-    else {
+    .await?;
+    Some((api, catalog))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn predictions_equal_what_the_real_apiserver_does() {
+    let Some((api, mut catalog)) = three_crds().await else {
         return;
     };
     let seed = seed();
@@ -326,22 +325,7 @@ async fn emptied_maps_are_rejected_and_ownership_only_applies_are_writes() {
 /// `unchanged` with a note saying the server may rewrite; here is the server doing both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stored_form_rewrites() {
-    let Some((api, _)) = with_crd(module_path!(), "widget-crd.yaml", GROUP_VERSION).await else {
-        return;
-    };
-    if with_crd(module_path!(), "sprocket-crd.yaml", GROUP_VERSION)
-        .await
-        .is_none()
-    {
-        return;
-    }
-    let Some((_, mut catalog)) = with_crd(
-        module_path!(),
-        "gadget-crd.yaml",
-        &[GROUP_VERSION, "fieldguard.test/v2"].join(","),
-    )
-    .await
-    else {
+    let Some((api, mut catalog)) = three_crds().await else {
         return;
     };
     for (version, rewrites) in [("v1", true), ("v2", false)] {

@@ -172,15 +172,7 @@ async fn history_of_a_real_server() {
         return;
     };
     let api = server.api().await;
-    support::realapi::install_crd(
-        &api,
-        &std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/data/realapi/widget-crd.yaml"),
-        )
-        .unwrap(),
-    )
-    .await;
+    support::realapi::install_crd_file(&api, "widget-crd.yaml").await;
     let _ = write(
         &api,
         http::Method::POST,

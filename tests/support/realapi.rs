@@ -445,6 +445,12 @@ pub async fn install_crd(api: &Api, yaml: &str) {
     }
 }
 
+/// Installs the CRD of `tests/data/realapi/FILE` ([`install_crd`]).
+pub async fn install_crd_file(api: &Api, file: &str) {
+    let path = root().join("tests/data/realapi").join(file);
+    install_crd(api, &std::fs::read_to_string(path).unwrap()).await;
+}
+
 /// Module `key`'s real apiserver ([`shared_server`]) with the CRD of `tests/data/realapi/FILE`
 /// installed, and the catalog a `check` against it would build for `group_versions`
 /// (comma-separated; `None`: the real tier is not built and not required).
@@ -455,10 +461,7 @@ pub async fn with_crd(
 ) -> Option<(fieldguard::live::api::Api, fieldguard::catalog::Catalog)> {
     let server = shared_server(key)?;
     let api = server.api().await;
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/realapi")
-        .join(file);
-    install_crd(&api, &std::fs::read_to_string(path).unwrap()).await;
+    install_crd_file(&api, file).await;
     let catalog = api
         .catalog_for(&group_versions.split(',').map(String::from).collect())
         .await
