@@ -4,7 +4,7 @@
 //! stand on it alike; neither knows which source it has.
 
 use super::api::{Api, ClusterError};
-use super::snapshot::{Body, Entry, Snapshot};
+use super::snapshot::{Entry, Objects, Snapshot};
 use super::{Fetched, ObjectRef};
 use crate::catalog::Catalog;
 use crate::manifest::{ManifestError, Origin};
@@ -178,9 +178,9 @@ const PARALLEL_READS: usize = 64;
 pub struct SnapshotState {
     source: String,
     catalog: Catalog,
-    /// The snapshot's objects and where each was read, in reference order (shared with the
-    /// blocking pool, where lists are made).
-    objects: Arc<Vec<(ObjectRef, Lazy, Origin)>>,
+    /// The snapshot's objects, each parsed on first read (shared with the blocking pool, where
+    /// lists are made).
+    objects: Arc<Objects>,
     /// Prepared objects kept between predictions (a served snapshot's).
     prepared: Option<Arc<super::prepared::PreparedCache>>,
 }
@@ -195,28 +195,13 @@ impl SnapshotState {
 
     pub fn new(snapshot: Snapshot, catalog: Catalog) -> SnapshotState {
         let source = snapshot.describe();
-        let objects = Arc::new(
-            snapshot
-                .into_objects()
-                .map(|(r, e)| (r, Lazy::new(e.body, &e.origin), e.origin))
-                .collect(),
-        );
+        let objects = Arc::new(snapshot.into_objects());
         SnapshotState {
             source,
             catalog,
             objects,
             prepared: None,
         }
-    }
-
-    fn index(&self, r: &ObjectRef) -> Option<usize> {
-        self.objects.binary_search_by(|(k, _, _)| k.cmp(r)).ok()
-    }
-
-    /// The object at `i`, parsed on first read.
-    fn at(&self, i: usize) -> Result<Stored, LiveError> {
-        let (r, lazy, _) = &self.objects[i];
-        lazy.get(r)
     }
 
     /// The objects whose reference passes `keep` and whose object passes `then`, parsed, on
@@ -229,8 +214,8 @@ impl SnapshotState {
         let objects = self.objects.clone();
         tokio::task::spawn_blocking(move || {
             let mut out = Vec::new();
-            for (r, lazy, _) in objects.iter().filter(|(r, _, _)| keep(r)) {
-                let v = lazy.get(r)?;
+            for (r, entry) in objects.in_order().filter(|(r, _)| keep(r)) {
+                let v = read(entry)?;
                 if then(&v) {
                     out.push((r.clone(), v));
                 }
@@ -242,39 +227,9 @@ impl SnapshotState {
     }
 }
 
-/// A snapshot's object, kept as text until first read.
-struct Lazy {
-    entry: Option<Entry>,
-    value: std::sync::OnceLock<Stored>,
-}
-
-impl Lazy {
-    fn new(body: Body, origin: &Origin) -> Lazy {
-        let value = std::sync::OnceLock::new();
-        let entry = match body {
-            Body::Parsed(v) => {
-                let _ = value.set(Arc::new(v));
-                None
-            }
-            body @ Body::Json(_) => Some(Entry {
-                origin: origin.clone(),
-                body,
-            }),
-        };
-        Lazy { entry, value }
-    }
-
-    fn get(&self, r: &ObjectRef) -> Result<Stored, LiveError> {
-        if let Some(v) = self.value.get() {
-            return Ok(v.clone());
-        }
-        let Some(entry) = &self.entry else {
-            return Err(LiveError::Internal(format!("{r}: no object kept")));
-        };
-        // Two readers at once both parse; the first stored is kept.
-        let v = entry.value().map_err(|e| LiveError::Invalid(vec![e]))?;
-        Ok(self.value.get_or_init(|| Arc::new(v)).clone())
-    }
+/// A snapshot's object, parsed on first read.
+fn read(entry: &Entry) -> Result<Stored, LiveError> {
+    entry.shared().map_err(|e| LiveError::Invalid(vec![e]))
 }
 
 #[async_trait::async_trait]
@@ -286,7 +241,7 @@ impl LiveState for SnapshotState {
         Ok(self.catalog.clone())
     }
     async fn get(&self, r: &ObjectRef) -> Result<Option<Stored>, LiveError> {
-        self.index(r).map(|i| self.at(i)).transpose()
+        self.objects.get(r).map(read).transpose()
     }
     fn prepared(&self) -> Option<Arc<super::prepared::PreparedCache>> {
         self.prepared.clone()
@@ -295,11 +250,12 @@ impl LiveState for SnapshotState {
         &self,
         refs: &[(ObjectRef, String)],
     ) -> Result<Vec<Option<Stored>>, LiveError> {
-        let found: Vec<Option<usize>> = refs.iter().map(|(r, _)| self.index(r)).collect();
+        let found: Vec<Option<usize>> =
+            refs.iter().map(|(r, _)| self.objects.position(r)).collect();
         if refs.len() < PARALLEL_READS || crate::cores::cores() < 2 {
             return found
                 .iter()
-                .map(|i| i.map(|i| self.at(i)).transpose())
+                .map(|i| i.map(|i| read(self.objects.at(i))).transpose())
                 .collect();
         }
         // Many objects (a check of a whole release): parsed on every core, off the runtime.
@@ -309,7 +265,7 @@ impl LiveState for SnapshotState {
             let mut out = Vec::with_capacity(found.len());
             for run in crate::cores::map_chunks(&found, len, crate::cores::cores(), |run| {
                 run.iter()
-                    .map(|i| i.map(|i| objects[i].1.get(&objects[i].0)).transpose())
+                    .map(|i| i.map(|i| read(objects.at(i))).transpose())
                     .collect::<Result<Vec<_>, _>>()
             }) {
                 let part = run.map_err(|_| {
@@ -346,8 +302,8 @@ impl LiveState for SnapshotState {
     ) -> Result<Vec<(ObjectRef, Stored)>, LiveError> {
         // A snapshot has no discovery: a kind none of its objects has finds nothing.
         self.objects
-            .iter()
-            .filter(|(r, _, _)| {
+            .in_order()
+            .filter(|(r, _)| {
                 super::resolve::names(
                     kind,
                     &super::resolve::Names {
@@ -359,14 +315,14 @@ impl LiveState for SnapshotState {
                     },
                 )
             })
-            .filter(|(r, _, _)| {
+            .filter(|(r, _)| {
                 r.name == name
                     && (namespace.is_empty() || r.namespace.is_empty() || r.namespace == namespace)
             })
-            .map(|(r, lazy, _)| Ok((r.clone(), lazy.get(r)?)))
+            .map(|(r, entry)| Ok((r.clone(), read(entry)?)))
             .collect()
     }
     fn origin(&self, r: &ObjectRef) -> Option<Origin> {
-        self.index(r).map(|i| self.objects[i].2.clone())
+        self.objects.get(r).map(|e| e.origin.clone())
     }
 }

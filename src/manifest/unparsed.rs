@@ -19,6 +19,12 @@ impl JsonText {
         &self.0
     }
 
+    /// A text as a skim would keep it (tests).
+    #[cfg(test)]
+    pub(crate) fn for_tests(text: &str) -> JsonText {
+        JsonText(Bytes::copy_from_slice(text.as_bytes()))
+    }
+
     /// The object, as [`json::parse_strict`] reads it (a skim found that it accepts it).
     pub fn parse(&self) -> Result<Value, JsonError> {
         json::parse_strict(&self.0)

@@ -6,56 +6,21 @@
 //! The objects of clean JSON files (`kubectl get -o json`) are kept as text, checked as a parse
 //! would check them, and parsed when first read: a check reads the few it applies to.
 
+mod objects;
+
+pub use objects::{Entry, Objects};
+
 use super::ObjectRef;
 use crate::catalog::Catalog;
-use crate::manifest::{self, Document, Input, JsonObject, JsonText, Limits, ManifestError, Origin};
+use crate::manifest::{self, Document, Input, JsonObject, Limits, ManifestError};
 use crate::schema::{crd, openapi_v2, openapi_v3};
 use crate::value::Value;
-use crate::value::json::JsonError;
 use std::io::Read;
-
-/// An object of a snapshot: parsed, or kept as its JSON text until read.
-#[derive(Clone, Debug)]
-pub struct Entry {
-    pub origin: Origin,
-    pub body: Body,
-}
-
-#[derive(Clone, Debug)]
-pub enum Body {
-    Parsed(Value),
-    Json(JsonText),
-}
-
-impl Entry {
-    /// The object (parsed from its text if kept as text; an error, located, only if the text
-    /// has changed under a check that accepted it).
-    pub fn value(&self) -> Result<Value, ManifestError> {
-        match &self.body {
-            Body::Parsed(v) => Ok(v.clone()),
-            Body::Json(t) => t.parse().map_err(|e| self.error(e)),
-        }
-    }
-
-    /// `e`, located at the object.
-    fn error(&self, e: JsonError) -> ManifestError {
-        self.origin.error(e.to_string())
-    }
-
-    /// The object, parsed if it was read as such.
-    pub fn parsed(&self) -> Option<&Value> {
-        match &self.body {
-            Body::Parsed(v) => Some(v),
-            Body::Json(_) => None,
-        }
-    }
-}
 
 /// Objects, schemas and CRDs read from files.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
-    /// In reference order, each reference once, with its place in the order read.
-    objects: Vec<(ObjectRef, usize, Entry)>,
+    objects: Objects,
     /// OpenAPI documents, in the order read.
     openapi: Vec<Document>,
     source: String,
@@ -80,22 +45,25 @@ impl Snapshot {
         let loaded = manifest::load_into(inputs, stdin, out);
         let mut errors = loaded.errors;
         let mut snap = Snapshot {
-            objects: Vec::with_capacity(loaded.documents.len() + loaded.json_objects.len()),
             source: describe_inputs(inputs),
             ..Snapshot::default()
         };
+        let mut read = Vec::with_capacity(loaded.documents.len() + loaded.json_objects.len());
         // In the order the inputs hold them (which one is "first" of two alike).
         let mut json = loaded.json_objects.into_iter().peekable();
         for (i, d) in loaded.documents.into_iter().enumerate() {
             while let Some((_, o)) = json.next_if(|(at, _)| *at <= i) {
-                snap.add_json(o, &mut errors);
+                read.extend(json_entry(o, &mut errors));
             }
-            snap.add_document(d, &mut errors);
+            read.extend(snap.add_document(d, &mut errors));
         }
         for (_, o) in json {
-            snap.add_json(o, &mut errors);
+            read.extend(json_entry(o, &mut errors));
         }
-        snap.index(&mut errors);
+        // Of two alike, the second is reported, after every other problem.
+        let mut repeated = Vec::new();
+        snap.objects = Objects::new(read, &mut repeated);
+        errors.append(&mut repeated);
         if errors.is_empty() {
             Ok(snap)
         } else {
@@ -103,83 +71,23 @@ impl Snapshot {
         }
     }
 
-    fn add_document(&mut self, d: Document, errors: &mut Vec<ManifestError>) {
+    /// A parsed document: an OpenAPI document kept aside, an object given back.
+    fn add_document(
+        &mut self,
+        d: Document,
+        errors: &mut Vec<ManifestError>,
+    ) -> Option<(ObjectRef, Entry)> {
         if is_openapi(&d.object) {
             self.openapi.push(d);
-            return;
+            return None;
         }
         let problems = manifest::identity_errors(&d);
         if !problems.is_empty() {
             errors.extend(problems);
-            return;
+            return None;
         }
         let r = ObjectRef::of(&d.object);
-        let entry = Entry {
-            origin: d.origin,
-            body: Body::Parsed(d.object),
-        };
-        self.push(r, entry);
-    }
-
-    /// An object kept as text; a CRD is parsed now (the catalog needs it).
-    fn add_json(&mut self, o: JsonObject, errors: &mut Vec<ManifestError>) {
-        let JsonObject {
-            origin,
-            text,
-            api_version,
-            kind,
-            namespace,
-            name,
-        } = o;
-        let entry = Entry {
-            origin,
-            body: Body::Json(text),
-        };
-        let entry = if kind == "CustomResourceDefinition"
-            && api_version.starts_with("apiextensions.k8s.io/")
-        {
-            match entry.value() {
-                Ok(v) => Entry {
-                    body: Body::Parsed(v),
-                    ..entry
-                },
-                Err(e) => return errors.push(e),
-            }
-        } else {
-            entry
-        };
-        let r = ObjectRef::from_owned(api_version, kind, namespace, name);
-        self.push(r, entry);
-    }
-
-    /// Adds an object, read after those added before.
-    fn push(&mut self, r: ObjectRef, entry: Entry) {
-        let read = self.objects.len();
-        self.objects.push((r, read, entry));
-    }
-
-    /// Puts the objects, added in the order read, in reference order; an object read twice is
-    /// reported at its second place, naming the first, in the order read.
-    fn index(&mut self, errors: &mut Vec<ManifestError>) {
-        // Of two alike, the first read comes first (the order read breaks ties: no stable
-        // sort's scratch copy of the objects needed).
-        self.objects
-            .sort_unstable_by(|(a, read_a, _), (b, read_b, _)| a.cmp(b).then(read_a.cmp(read_b)));
-        let mut repeated = Vec::new();
-        self.objects
-            .dedup_by(|(r, read, again), (first_ref, _, first)| {
-                let same = r == first_ref;
-                if same {
-                    let message = format!(
-                        "{r} appears twice in the snapshot (first at {})",
-                        first.origin
-                    );
-                    repeated.push((*read, again.origin.error(message)));
-                }
-                same
-            });
-        repeated.sort_by_key(|(read, _)| *read);
-        errors.extend(repeated.into_iter().map(|(_, e)| e));
+        Some((r, Entry::parsed(d.origin, d.object)))
     }
 
     /// Adds the snapshot's schemas and CRDs to a catalog.
@@ -204,9 +112,8 @@ impl Snapshot {
         }
         for (e, v) in self
             .objects
-            .iter()
-            .map(|(_, _, e)| e)
-            .filter_map(|e| Some((e, e.parsed()?)))
+            .as_read()
+            .filter_map(|(_, e)| Some((e, e.parsed_value()?)))
             .filter(|(_, v)| crd::is_crd(v))
         {
             if let Err(err) = catalog.add_crd(v) {
@@ -222,12 +129,12 @@ impl Snapshot {
 
     /// Every object, in reference order.
     pub fn objects(&self) -> impl Iterator<Item = (&ObjectRef, &Entry)> {
-        self.objects.iter().map(|(r, _, e)| (r, e))
+        self.objects.in_order()
     }
 
-    /// Every object, in reference order, taken out of the snapshot.
-    pub fn into_objects(self) -> impl Iterator<Item = (ObjectRef, Entry)> {
-        self.objects.into_iter().map(|(r, _, e)| (r, e))
+    /// The objects, taken out of the snapshot.
+    pub fn into_objects(self) -> Objects {
+        self.objects
     }
 
     pub fn len(&self) -> usize {
@@ -248,20 +155,49 @@ impl Snapshot {
     /// Every object, parsed, as a prediction's input (copies; `LiveState` serves them shared).
     pub fn fetched(&self) -> Result<super::Fetched, ManifestError> {
         let mut objects = std::collections::HashMap::new();
-        for (r, _, e) in &self.objects {
+        for (r, e) in self.objects.as_read() {
             objects.insert(r.clone(), std::sync::Arc::new(e.value()?));
         }
         Ok(super::Fetched {
             objects,
             origins: self
                 .objects
-                .iter()
-                .map(|(r, _, e)| (r.clone(), e.origin.clone()))
+                .as_read()
+                .map(|(r, e)| (r.clone(), e.origin.clone()))
                 .collect(),
             source: self.source.clone(),
             prepared: None,
         })
     }
+}
+
+/// An object kept as text; a CRD is parsed now (the catalog needs it).
+fn json_entry(o: JsonObject, errors: &mut Vec<ManifestError>) -> Option<(ObjectRef, Entry)> {
+    let JsonObject {
+        origin,
+        text,
+        api_version,
+        kind,
+        namespace,
+        name,
+    } = o;
+    let entry = Entry::text(origin, text);
+    let entry =
+        if kind == "CustomResourceDefinition" && api_version.starts_with("apiextensions.k8s.io/") {
+            match entry.value() {
+                Ok(v) => Entry::parsed(entry.origin, v),
+                Err(e) => {
+                    errors.push(e);
+                    return None;
+                }
+            }
+        } else {
+            entry
+        };
+    Some((
+        ObjectRef::from_owned(api_version, kind, namespace, name),
+        entry,
+    ))
 }
 
 fn is_openapi(v: &Value) -> bool {
@@ -323,10 +259,7 @@ mod tests {
         let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: yy\n  namespace: b\ndata:\n  k: yv\n";
         let d = dir("kept", &[("a.json", list), ("b.yaml", yaml.to_string())]);
         let snap = Snapshot::load(&[Input::Path(d.clone())], &mut std::io::empty()).unwrap();
-        let kept = snap
-            .objects()
-            .filter(|(_, e)| matches!(e.body, Body::Json(_)))
-            .count();
+        let kept = snap.objects().filter(|(_, e)| e.kept_as_text()).count();
         assert_eq!((snap.len(), kept), (101, 100));
         let catalog = Catalog::kubernetes(crate::catalog::DEFAULT_KUBERNETES).unwrap();
         let state = SnapshotState::new(snap, catalog);
