@@ -8,8 +8,9 @@
 # times both programs on N cases and on the same cases repeated (the oracle 3N, fieldguard
 # K*N, so that both long runs last seconds), each ROUNDS times, interleaved. The per-case time
 # is (t(long) - t(N)) / (extra cases): process start, schema loading and other one-off work
-# cancel out. Reported: the median per-case time of each program, the ratio of the medians,
-# and the spread of the ratio round by round (each round times both programs back to back).
+# cancel out. Reported, by wall time and by CPU time (user + system of every thread): the
+# median per-case time of each program, the ratio of the medians, and the spread of the ratio
+# round by round (each round times both programs back to back).
 #
 #   FIELDGUARD_BENCH_REPEAT   K, how many times fieldguard's long run repeats the cases
 #                             (default 15)
@@ -46,14 +47,19 @@ for ((i = 0; i < k; i++)); do cat "$work/one.jsonl"; done >"$work/many.jsonl"
 agree=$(paste -d '\n' "$work/ours.out" "$work/oracle.out" | awk 'NR%2{a=$0;next} a==$0{s++} END{print s+0}')
 echo "cases: $n (seed $seed); byte-identical results: $agree of $n (the rest differ only in error wording; see the differential tests)"
 
-# Wall seconds of a command reading a file on stdin (python3: no bc or GNU time needed).
+# Wall seconds and CPU seconds (user + system, every thread) of a command reading a file on
+# stdin, as "WALL,CPU" (python3: no bc or GNU time needed). The Go runtime collects garbage on
+# other threads, so its CPU time exceeds its wall time; fieldguard's replay is one thread.
 seconds() { # input command...
     python3 - "$@" <<'PY'
-import subprocess, sys, time
+import resource, subprocess, sys, time
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 with open(sys.argv[1], "rb") as f:
-    t0 = time.perf_counter()
+    c0, t0 = cpu(), time.perf_counter()
     subprocess.run(sys.argv[2:], stdin=f, stdout=subprocess.DEVNULL, check=True)
-    print(time.perf_counter() - t0)
+    print(f"{time.perf_counter() - t0},{cpu() - c0}")
 PY
 }
 
@@ -68,17 +74,24 @@ done
 python3 - "$n" "$k" "${o1[*]}" "${o3[*]}" "${f1[*]}" "${fk[*]}" <<'EOF'
 import statistics, sys
 n, k = int(sys.argv[1]), int(sys.argv[2])
-o1, o3, f1, fk = ([float(x) for x in a.split()] for a in sys.argv[3:7])
-# Per round: microseconds per case, from the extra cases of the long run.
-o = [(b - a) / (2 * n) * 1e6 for a, b in zip(o1, o3)]
-f = [(b - a) / ((k - 1) * n) * 1e6 for a, b in zip(f1, fk)]
+runs = [[tuple(float(x) for x in r.split(",")) for r in a.split()] for a in sys.argv[3:7]]
 med = statistics.median
-print(f"oracle (Go, smd v4.6.0):   {med(o):8.1f} us/case   (rounds {min(o):.1f} to {max(o):.1f}; "
-      f"N: {med(o1):.2f} s, 3N: {med(o3):.2f} s)")
-print(f"fieldguard:                {med(f):8.1f} us/case   (rounds {min(f):.1f} to {max(f):.1f}; "
-      f"N: {med(f1):.2f} s, {k}N: {med(fk):.2f} s)")
-ratios = sorted(a / b for a, b in zip(o, f))
-print(f"fieldguard is {med(o) / med(f):.1f}x faster per case (medians); "
-      f"round by round {ratios[0]:.1f}x to {ratios[-1]:.1f}x, median {med(ratios):.1f}x "
-      f"({len(ratios)} rounds)")
+
+def per_case(short, long, extra, i):
+    # Per round: microseconds per case, from the extra cases of the long run (i: 0 wall, 1 CPU).
+    return [(b[i] - a[i]) / extra * 1e6 for a, b in zip(short, long)]
+
+o1, o3, f1, fk = runs
+for i, what in ((0, "wall"), (1, "CPU")):
+    o = per_case(o1, o3, 2 * n, i)
+    f = per_case(f1, fk, (k - 1) * n, i)
+    print(f"{what} time per case:")
+    print(f"  oracle (Go, smd v4.6.0):   {med(o):8.1f} us/case   (rounds {min(o):.1f} to {max(o):.1f}; "
+          f"N: {med(r[i] for r in o1):.2f} s, 3N: {med(r[i] for r in o3):.2f} s)")
+    print(f"  fieldguard:                {med(f):8.1f} us/case   (rounds {min(f):.1f} to {max(f):.1f}; "
+          f"N: {med(r[i] for r in f1):.2f} s, {k}N: {med(r[i] for r in fk):.2f} s)")
+    ratios = sorted(a / b for a, b in zip(o, f))
+    print(f"  fieldguard is {med(o) / med(f):.1f}x faster per case by {what} time (medians); "
+          f"round by round {ratios[0]:.1f}x to {ratios[-1]:.1f}x, median {med(ratios):.1f}x "
+          f"({len(ratios)} rounds)")
 EOF
