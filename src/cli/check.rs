@@ -262,15 +262,8 @@ pub(super) fn invalid_input(errors: &[manifest::ManifestError], format: Format) 
 
 /// The problem of an input without objects.
 pub(super) fn no_objects(inputs: &[Input]) -> manifest::ManifestError {
-    let names: Vec<String> = inputs
-        .iter()
-        .map(|i| match i {
-            Input::Stdin => "<stdin>".to_string(),
-            Input::Path(p) => p.display().to_string(),
-        })
-        .collect();
     manifest::ManifestError {
-        file: std::sync::Arc::from(names.join(", ")),
+        file: std::sync::Arc::from(Input::names(inputs)),
         doc: None,
         line: None,
         path: None,

@@ -55,6 +55,18 @@ impl Input {
             Input::Path(PathBuf::from(s))
         }
     }
+
+    /// The inputs as given, for messages (`a.yaml, <stdin>`).
+    pub fn names(inputs: &[Input]) -> String {
+        let names: Vec<String> = inputs
+            .iter()
+            .map(|i| match i {
+                Input::Stdin => "<stdin>".to_string(),
+                Input::Path(p) => p.display().to_string(),
+            })
+            .collect();
+        names.join(", ")
+    }
 }
 
 /// Where an object was found.

@@ -213,14 +213,7 @@ fn located(d: &Document, message: String) -> ManifestError {
 
 /// `snapshot examples/cluster` for reports.
 pub fn describe_inputs(inputs: &[Input]) -> String {
-    let names: Vec<String> = inputs
-        .iter()
-        .map(|i| match i {
-            Input::Stdin => "<stdin>".to_string(),
-            Input::Path(p) => p.display().to_string(),
-        })
-        .collect();
-    format!("snapshot {}", names.join(", "))
+    format!("snapshot {}", Input::names(inputs))
 }
 
 #[cfg(test)]
