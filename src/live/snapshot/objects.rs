@@ -90,6 +90,7 @@ impl Objects {
     /// reported at its place, naming the first, in the order read.
     pub(super) fn new(read: Vec<(ObjectRef, Entry)>, errors: &mut Vec<ManifestError>) -> Objects {
         let mut index = RefIndex::default();
+        // An empty table: nothing to hash again while it grows.
         index.table.reserve(read.len(), |_| 0);
         // Each object stays where it was read; the few repeated ones, if any, are taken out
         // after.
@@ -109,11 +110,13 @@ impl Objects {
         }
         let mut list = read;
         if !repeated.is_empty() {
-            let mut at = 0;
-            list.retain(|_| {
-                at += 1;
-                repeated.binary_search(&(at - 1)).is_err()
-            });
+            // Only a snapshot that is refused has repeats: copying it once more costs nothing.
+            list = list
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| repeated.binary_search(i).is_err())
+                .map(|(_, o)| o)
+                .collect();
             index = RefIndex::default();
             for i in 0..list.len() {
                 index.insert(&list, i);
