@@ -4,8 +4,8 @@
 //! fieldguard predicts or writes.
 //!
 //! One server per test module ([`shared_server`]); a watchdog process stops it when the
-//! binary exits, however it exits. Ports come from below the kernel's ephemeral range, so no `bind(port 0)`
-//! elsewhere in the tests can take them.
+//! binary exits, however it exits. Ports come from below the kernel's ephemeral range, so no
+//! `bind(port 0)` elsewhere in the tests can take them.
 
 use fieldguard::live::api::Api;
 use serde_json::Value;

@@ -152,11 +152,11 @@ impl Snapshot {
         self.source.clone()
     }
 
-    /// Every object, parsed, as a prediction's input (copies; `LiveState` serves them shared).
+    /// Every object, parsed (each once, shared with the snapshot), as a prediction's input.
     pub fn fetched(&self) -> Result<super::Fetched, ManifestError> {
         let mut objects = std::collections::HashMap::new();
         for (r, e) in self.objects.as_read() {
-            objects.insert(r.clone(), std::sync::Arc::new(e.value()?));
+            objects.insert(r.clone(), e.shared()?);
         }
         Ok(super::Fetched {
             objects,
@@ -171,7 +171,7 @@ impl Snapshot {
     }
 }
 
-/// An object kept as text; a CRD is parsed now (the catalog needs it).
+/// An object kept as text; a CRD is parsed now, into its entry (the catalog needs it).
 fn json_entry(o: JsonObject, errors: &mut Vec<ManifestError>) -> Option<(ObjectRef, Entry)> {
     let JsonObject {
         origin,
@@ -182,18 +182,13 @@ fn json_entry(o: JsonObject, errors: &mut Vec<ManifestError>) -> Option<(ObjectR
         name,
     } = o;
     let entry = Entry::text(origin, text);
-    let entry =
-        if kind == "CustomResourceDefinition" && api_version.starts_with("apiextensions.k8s.io/") {
-            match entry.value() {
-                Ok(v) => Entry::parsed(entry.origin, v),
-                Err(e) => {
-                    errors.push(e);
-                    return None;
-                }
-            }
-        } else {
-            entry
-        };
+    if kind == "CustomResourceDefinition"
+        && api_version.starts_with("apiextensions.k8s.io/")
+        && let Err(e) = entry.shared()
+    {
+        errors.push(e);
+        return None;
+    }
     Some((
         ObjectRef::from_owned(api_version, kind, namespace, name),
         entry,
