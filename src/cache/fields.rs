@@ -30,7 +30,7 @@ pub struct Fields {
 ///
 /// A plain byte loop: in FieldsV1 text a quote or backslash comes every few bytes, too close
 /// together for a vectorised search (two `memchr` calls per token) to pay for its setup.
-fn strings(text: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
+pub(super) fn strings(text: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
     let mut at = 0;
     std::iter::from_fn(move || {
         let open = at + text.get(at..)?.iter().position(|&b| b == b'"')?;
@@ -50,37 +50,55 @@ fn strings(text: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
     })
 }
 
-fn is_item_key(content: &[u8]) -> bool {
+pub(super) fn is_item_key(content: &[u8]) -> bool {
     content.starts_with(b"k:") || content.starts_with(b"v:")
 }
 
 impl Fields {
     /// Cuts and interns `text`.
     pub fn intern(text: &str, interner: &Interner) -> Fields {
-        thread_local! {
-            static SCRATCH: std::cell::RefCell<Scratch> = Default::default();
-        }
-        SCRATCH.with(|s| match s.try_borrow_mut() {
-            Ok(mut scratch) => Self::intern_with(text, interner, &mut scratch),
-            Err(_) => Self::intern_with(text, interner, &mut Scratch::default()),
-        })
-    }
-
-    fn intern_with(text: &str, interner: &Interner, scratch: &mut Scratch) -> Fields {
         let bytes = text.as_bytes();
-        scratch.shape.clear();
-        scratch.keys.clear();
-        let mut from = 0;
         // A raw NUL (never in JSON) would blur the separators: such a text is kept whole.
         let cuts = if memchr::memchr(0, bytes).is_some() {
             None
         } else {
-            Some(strings(bytes))
+            Some(strings(bytes).filter(|&(start, end)| is_item_key(&bytes[start..end])))
         };
-        for (start, end) in cuts.into_iter().flatten() {
-            if !is_item_key(&bytes[start..end]) {
-                continue;
-            }
+        Self::with_scratch(|scratch| {
+            Self::intern_with(text, cuts.into_iter().flatten(), interner, scratch)
+        })
+    }
+
+    /// Cuts and interns `text`, a JSON text (checked: so it holds no raw NUL) whose item keys
+    /// are known: `cuts` are the contents of its string tokens that start with `k:` or `v:`,
+    /// in order (what the skim of an event finds on its way).
+    pub(super) fn intern_cut(text: &str, cuts: &[(usize, usize)], interner: &Interner) -> Fields {
+        Self::with_scratch(|scratch| {
+            Self::intern_with(text, cuts.iter().copied(), interner, scratch)
+        })
+    }
+
+    fn with_scratch(f: impl FnOnce(&mut Scratch) -> Fields) -> Fields {
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Scratch> = Default::default();
+        }
+        SCRATCH.with(|s| match s.try_borrow_mut() {
+            Ok(mut scratch) => f(&mut scratch),
+            Err(_) => f(&mut Scratch::default()),
+        })
+    }
+
+    /// Cuts `text` at `cuts` (item keys' contents) and interns the shape and the keys.
+    fn intern_with(
+        text: &str,
+        cuts: impl Iterator<Item = (usize, usize)>,
+        interner: &Interner,
+        scratch: &mut Scratch,
+    ) -> Fields {
+        scratch.shape.clear();
+        scratch.keys.clear();
+        let mut from = 0;
+        for (start, end) in cuts {
             // Keep `"k:`, cut the rest of the content.
             scratch.shape.push_str(&text[from..start + 2]);
             scratch.keys.push_str(&text[start + 2..end]);

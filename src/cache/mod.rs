@@ -16,6 +16,7 @@ pub mod intern;
 pub mod inventory;
 mod record;
 pub mod relist;
+mod skim;
 pub mod table;
 mod watch;
 

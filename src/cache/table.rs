@@ -4,6 +4,7 @@
 
 use super::fields::Fields;
 use super::intern::Interner;
+use super::skim::{Managed, Meta};
 use crate::live::ObjectRef;
 use crate::managedfields::parse_time;
 use crate::value::{Map, Value, json};
@@ -84,30 +85,59 @@ struct RawManaged<'a> {
     fields_v1: Option<&'a serde_json::value::RawValue>,
 }
 
+/// What serde read, as the skim reads it (item keys not looked for).
+impl<'a> From<RawMeta<'a>> for Meta<'a> {
+    fn from(m: RawMeta<'a>) -> Meta<'a> {
+        let managed = m.managed_fields.unwrap_or_default().into_iter();
+        Meta {
+            name: m.name,
+            namespace: m.namespace,
+            resource_version: m.resource_version,
+            labels: m.labels.map(|r| r.get()).filter(|l| *l != "null"),
+            managed: managed
+                .map(|e| Managed {
+                    manager: e.manager,
+                    operation: e.operation,
+                    api_version: e.api_version,
+                    subresource: e.subresource,
+                    time: e.time,
+                    fields_v1: e.fields_v1.map(|r| r.get()).filter(|f| *f != "null"),
+                    cuts: None,
+                })
+                .collect(),
+            cuts: Vec::new(),
+        }
+    }
+}
+
 impl Entry {
     /// Reads an object's metadata straight from its JSON text (no tree is built: FieldsV1
     /// and labels are interned as the apiserver wrote them). For metadata-only watches.
     pub fn decode_raw(text: &str, interner: &Interner) -> Result<Entry, String> {
+        if let Some(meta) = super::skim::object(text) {
+            return Entry::from_raw(meta, interner);
+        }
         let o: RawObject = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        Entry::from_raw(o.metadata, interner)
+        Entry::from_raw(o.metadata.into(), interner)
     }
 
     /// An entry from metadata read straight from an object's text.
-    pub(super) fn from_raw(m: RawMeta<'_>, interner: &Interner) -> Result<Entry, String> {
+    pub(super) fn from_raw(m: Meta<'_>, interner: &Interner) -> Result<Entry, String> {
         if m.name.is_empty() {
             return Err("no metadata.name".into());
         }
-        let mut managed = Vec::new();
-        for (i, e) in m.managed_fields.unwrap_or_default().into_iter().enumerate() {
+        let mut managed = Vec::with_capacity(m.managed.len());
+        for (i, e) in m.managed.into_iter().enumerate() {
             let time = match e.time.as_deref() {
                 None | Some("") => None,
                 Some(t) => {
                     Some(parse_time(t).map_err(|err| format!("managedFields[{i}].time: {err}"))?)
                 }
             };
-            let fields = match e.fields_v1 {
-                Some(r) if r.get() != "null" => r.get(),
-                _ => "{}",
+            let fields = match (e.fields_v1, e.cuts) {
+                (Some(text), Some(cuts)) => Fields::intern_cut(text, &m.cuts[cuts], interner),
+                (Some(text), None) => Fields::intern(text, interner),
+                (None, _) => Fields::intern("{}", interner),
             };
             managed.push(ManagedEntry {
                 head: interner.head(EntryHead {
@@ -116,15 +146,11 @@ impl Entry {
                     api_version: e.api_version.into(),
                     subresource: e.subresource.into(),
                 }),
-                fields: Fields::intern(fields, interner),
+                fields,
                 time,
             });
         }
-        let labels = m
-            .labels
-            .map(|r| r.get())
-            .filter(|l| *l != "null" && *l != "{}")
-            .map(|l| interner.text(l));
+        let labels = m.labels.filter(|l| *l != "{}").map(|l| interner.text(l));
         Ok(Entry {
             name: m.name.into(),
             namespace: interner.text(&m.namespace),

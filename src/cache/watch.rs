@@ -147,11 +147,11 @@ struct RawList<'a> {
 
 #[derive(serde::Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
-struct ListMeta {
+pub(super) struct ListMeta {
     #[serde(default)]
-    resource_version: String,
+    pub(super) resource_version: String,
     #[serde(default, rename = "continue")]
-    cont: String,
+    pub(super) cont: String,
 }
 
 /// Decodes one object of a table (metadata straight from the text; full objects as trees).
@@ -248,19 +248,29 @@ pub fn list_page(
 ) -> Result<(String, String), String> {
     // Metadata-only kinds: the page and its objects' metadata in one pass over the text (an
     // object that cannot be read sends the whole page the way below, which says why).
+    let skimmed = || {
+        super::skim::list(page).or_else(|| {
+            let list = serde_json::from_str::<RawMetaList>(page).ok()?;
+            Some(super::skim::List {
+                items: list.items.into_iter().map(|o| o.metadata.into()).collect(),
+                resource_version: list.metadata.resource_version.into(),
+                cont: list.metadata.cont.into(),
+            })
+        })
+    };
     if !table.full
-        && let Ok(list) = serde_json::from_str::<RawMetaList>(page)
+        && let Some(list) = skimmed()
     {
         let entries: Result<Vec<Entry>, String> = list
             .items
             .into_iter()
-            .map(|o| Entry::from_raw(o.metadata, interner))
+            .map(|m| Entry::from_raw(m, interner))
             .collect();
         if let Ok(entries) = entries {
             for e in entries {
                 relist.upsert(table, e);
             }
-            return Ok((list.metadata.resource_version, list.metadata.cont));
+            return Ok((list.resource_version.into_owned(), list.cont.into_owned()));
         }
     }
     let list: RawList = serde_json::from_str(page).map_err(|e| e.to_string())?;
@@ -422,19 +432,26 @@ pub fn apply_event_recorded(
     // Metadata-only kinds: the event and its object's metadata in one pass over the text.
     // Anything unusual (an error, a bookmark, an object that cannot be read) takes the path
     // below, which reads the event again and says why.
+    // The skim reads what it can read exactly as serde does; serde reads the rest.
+    let skimmed = || {
+        super::skim::event(text).or_else(|| {
+            let ev = serde_json::from_str::<RawMetaEvent>(text).ok()?;
+            Some((ev.kind, ev.object.metadata.into()))
+        })
+    };
     if !table.full
-        && let Ok(ev) = serde_json::from_str::<RawMetaEvent>(text)
+        && let Some((kind, meta)) = skimmed()
     {
-        match &*ev.kind {
+        match &*kind {
             "ADDED" | "MODIFIED" => {
-                if let Ok(e) = Entry::from_raw(ev.object.metadata, interner) {
+                if let Ok(e) = Entry::from_raw(meta, interner) {
                     table.touch();
                     return upserted(table, e, history);
                 }
             }
             "DELETED" => {
                 table.touch();
-                let m = &ev.object.metadata;
+                let m = &meta;
                 return deleted(table, &m.namespace, &m.name, &m.resource_version, history);
             }
             _ => {}
@@ -482,20 +499,20 @@ pub fn apply_event_recorded(
 
 /// A list page with its objects' metadata read in the same pass.
 #[derive(serde::Deserialize)]
-struct RawMetaList<'a> {
+pub(super) struct RawMetaList<'a> {
     #[serde(borrow, default)]
-    items: Vec<RawObject<'a>>,
+    pub(super) items: Vec<RawObject<'a>>,
     #[serde(default)]
-    metadata: ListMeta,
+    pub(super) metadata: ListMeta,
 }
 
 /// A watch event with its object's metadata read in the same pass.
 #[derive(serde::Deserialize)]
-struct RawMetaEvent<'a> {
+pub(super) struct RawMetaEvent<'a> {
     #[serde(rename = "type", borrow)]
-    kind: std::borrow::Cow<'a, str>,
+    pub(super) kind: std::borrow::Cow<'a, str>,
     #[serde(borrow)]
-    object: RawObject<'a>,
+    pub(super) object: RawObject<'a>,
 }
 
 /// The table advanced to `rv` (a CRD's change also says so).
