@@ -120,6 +120,7 @@ fn once<T>(slot: &mut Option<T>, v: T) -> Option<()> {
 /// control character or the end. Eight bytes at a time (the usual zero-byte tests on a `u64`:
 /// a test may also flag bytes above a true match, never below one, so the lowest flagged byte
 /// is the first match).
+#[inline(always)]
 fn plain_run(b: &[u8], mut i: usize) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
@@ -170,6 +171,7 @@ impl<'a> Skim<'a> {
     }
 
     /// The next byte after whitespace (not taken).
+    #[inline(always)]
     fn peek(&mut self) -> Option<u8> {
         let b = self.bytes();
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(self.at) {
@@ -188,6 +190,7 @@ impl<'a> Skim<'a> {
     }
 
     /// A string token: its content's byte range, and whether the content holds an escape.
+    #[inline(always)]
     fn string(&mut self) -> Option<(usize, usize, bool)> {
         if self.peek()? != b'"' {
             return None;
