@@ -7,15 +7,16 @@
 //! The skim is a fast path, never a second opinion. It answers only for text it reads exactly
 //! as serde reads it into the types of `table.rs` and `watch.rs`, and gives up (`None`) on the
 //! rest: an escape in a kept string or in a key, a kept field repeated or of another type,
-//! nesting deeper than [`MAX_DEPTH`], an escaped surrogate, anything that is not JSON. Serde then
-//! reads the text as before and says what is wrong with it. So whenever the skim answers, its
-//! answer is the one serde gives (the tests hold it to that, on real and mutated text).
+//! nesting deeper than the cursor's `DEPTH` (serde_json's limit is deeper), a number with an
+//! exponent, an escaped surrogate, anything that is not JSON. Serde then reads the text as
+//! before and says what is wrong with it. So whenever the skim answers, its answer is the one
+//! serde gives (the tests hold it to that, on real and mutated text). Its tokens are the
+//! cursor's (`value/cursor.rs`), which the snapshot's skim and the direct JSON reader use too.
 
+use super::fields::is_item_key;
+use crate::value::cursor::{Cursor, Text};
 use std::borrow::Cow;
 use std::ops::Range;
-
-/// Nesting beyond this gives up (serde_json's own limit is 128, so serde decides those texts).
-const MAX_DEPTH: u32 = 100;
 
 /// An object's metadata, as the cache keeps it (read by the skim or by serde).
 #[derive(Debug, Default, PartialEq)]
@@ -57,7 +58,7 @@ pub(super) struct List<'a> {
 pub(super) fn event(text: &str) -> Option<(Cow<'_, str>, Meta<'_>)> {
     let mut s = Skim::new(text);
     let (mut kind, mut meta) = (None, None);
-    s.object(1, |s, key, depth| match key {
+    s.object(0, |s, key, depth| match key {
         b"type" => once(&mut kind, s.plain()?),
         b"object" => once(&mut meta, s.object_meta(depth)?),
         _ => s.skip(depth),
@@ -69,7 +70,7 @@ pub(super) fn event(text: &str) -> Option<(Cow<'_, str>, Meta<'_>)> {
 /// A metadata-only object (`PartialObjectMetadata`).
 pub(super) fn object(text: &str) -> Option<Meta<'_>> {
     let mut s = Skim::new(text);
-    let meta = s.object_meta(1)?;
+    let meta = s.object_meta(0)?;
     s.end()?;
     Some(meta)
 }
@@ -79,7 +80,7 @@ pub(super) fn list(text: &str) -> Option<List<'_>> {
     let mut s = Skim::new(text);
     let mut list = List::default();
     let (mut items, mut head) = (None, None);
-    s.object(1, |s, key, depth| match key {
+    s.object(0, |s, key, depth| match key {
         b"items" => {
             once(&mut items, ())?;
             s.array(depth, |s, depth| {
@@ -120,320 +121,168 @@ fn once<T>(slot: &mut Option<T>, v: T) -> Option<()> {
 /// control character or the end. Eight bytes at a time (the usual zero-byte tests on a `u64`:
 /// a test may also flag bytes above a true match, never below one, so the lowest flagged byte
 /// is the first match).
-#[inline(always)]
-fn plain_run(b: &[u8], mut i: usize) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    while let Some(chunk) = b.get(i..i + 8) {
-        let Ok(chunk) = <[u8; 8]>::try_from(chunk) else {
-            break;
-        };
-        let x = u64::from_le_bytes(chunk);
-        let quote = x ^ (ONES * u64::from(b'"'));
-        let backslash = x ^ (ONES * u64::from(b'\\'));
-        let found = ((quote.wrapping_sub(ONES) & !quote)
-            | (backslash.wrapping_sub(ONES) & !backslash)
-            | (x.wrapping_sub(ONES * 0x20) & !x))
-            & HIGH;
-        if found != 0 {
-            return i + (found.trailing_zeros() / 8) as usize;
-        }
-        i += 8;
-    }
-    while let Some(&c) = b.get(i) {
-        if c == b'"' || c == b'\\' || c < 0x20 {
-            break;
-        }
-        i += 1;
-    }
-    i
-}
-
-fn hex_digit(c: u8) -> u32 {
-    match c {
-        b'0'..=b'9' => u32::from(c - b'0'),
-        _ => u32::from((c | 0x20) - b'a' + 10),
-    }
-}
-
 struct Skim<'a> {
     text: &'a str,
-    at: usize,
+    c: Cursor<'a>,
 }
 
 impl<'a> Skim<'a> {
     fn new(text: &'a str) -> Skim<'a> {
-        Skim { text, at: 0 }
-    }
-
-    fn bytes(&self) -> &'a [u8] {
-        self.text.as_bytes()
+        Skim {
+            text,
+            c: Cursor::new(text),
+        }
     }
 
     /// The next byte after whitespace (not taken).
     #[inline(always)]
     fn peek(&mut self) -> Option<u8> {
-        let b = self.bytes();
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(self.at) {
-            self.at += 1;
-        }
-        b.get(self.at).copied()
-    }
-
-    fn eat(&mut self, c: u8) -> Option<()> {
-        (self.peek()? == c).then(|| self.at += 1)
+        self.c.space();
+        self.c.peek()
     }
 
     /// Nothing but whitespace left.
     fn end(&mut self) -> Option<()> {
-        self.peek().is_none().then_some(())
+        self.c.at_end().then_some(())
     }
 
-    /// A string token: its content's byte range, and whether the content holds an escape.
+    /// A string token (after whitespace).
     #[inline(always)]
-    fn string(&mut self) -> Option<(usize, usize, bool)> {
-        if self.peek()? != b'"' {
-            return None;
-        }
-        let b = self.bytes();
-        let start = self.at + 1;
-        let mut i = start;
-        let mut escaped = false;
-        loop {
-            i = plain_run(b, i);
-            match *b.get(i)? {
-                b'"' => {
-                    self.at = i + 1;
-                    return Some((start, i, escaped));
-                }
-                b'\\' => {
-                    escaped = true;
-                    i += match *b.get(i + 1)? {
-                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => 2,
-                        b'u' => {
-                            let hex = b.get(i + 2..i + 6)?;
-                            if !hex.iter().all(u8::is_ascii_hexdigit) {
-                                return None;
-                            }
-                            // Surrogates (paired or not) are left to serde.
-                            let unit = hex.iter().fold(0u32, |n, &c| n * 16 + hex_digit(c));
-                            if (0xD800..=0xDFFF).contains(&unit) {
-                                return None;
-                            }
-                            6
-                        }
-                        _ => return None,
-                    };
-                }
-                // A control character.
-                _ => return None,
-            }
-        }
+    fn string(&mut self) -> Option<Text> {
+        (self.peek()? == b'"').then_some(())?;
+        self.c.string()
     }
 
     /// A string without escapes, borrowed.
     fn plain(&mut self) -> Option<Cow<'a, str>> {
-        match self.string()? {
-            (start, end, false) => Some(Cow::Borrowed(&self.text[start..end])),
-            _ => None,
-        }
+        let t = self.string()?;
+        (!t.escaped).then(|| Cow::Borrowed(&self.text[t.start..t.end]))
     }
 
     /// `null` (taken: true) or not (nothing taken).
     fn null(&mut self) -> Option<bool> {
         if self.peek()? == b'n' {
-            self.literal(b"null")?;
+            self.c.word(b"null")?;
             return Some(true);
         }
         Some(false)
     }
 
-    fn literal(&mut self, word: &[u8]) -> Option<()> {
-        let b = self.bytes();
-        (b.get(self.at..self.at + word.len())? == word).then(|| self.at += word.len())
-    }
-
-    fn number(&mut self) -> Option<()> {
-        let b = self.bytes();
-        let digits = |i: &mut usize| {
-            let from = *i;
-            while b.get(*i).is_some_and(u8::is_ascii_digit) {
-                *i += 1;
-            }
-            (*i > from).then_some(())
-        };
-        let mut i = self.at;
-        if b.get(i) == Some(&b'-') {
-            i += 1;
-        }
-        match b.get(i)? {
-            b'0' => i += 1,
-            b'1'..=b'9' => digits(&mut i)?,
-            _ => return None,
-        }
-        if b.get(i) == Some(&b'.') {
-            i += 1;
-            digits(&mut i)?;
-        }
-        if let Some(b'e' | b'E') = b.get(i) {
-            i += 1;
-            if let Some(b'+' | b'-') = b.get(i) {
-                i += 1;
-            }
-            digits(&mut i)?;
-        }
-        self.at = i;
-        Some(())
-    }
-
-    /// An object, each member handed to `member` with its key (no escapes) and the depth of
-    /// its value; `member` must take the value.
+    /// An object at `depth`, each member handed to `member` with its key (no escapes) and the
+    /// depth of its value; `member` must take the value.
     fn object(
         &mut self,
-        depth: u32,
-        mut member: impl FnMut(&mut Self, &'a [u8], u32) -> Option<()>,
+        depth: usize,
+        mut member: impl FnMut(&mut Self, &'a [u8], usize) -> Option<()>,
     ) -> Option<()> {
-        if depth > MAX_DEPTH {
-            return None;
-        }
-        self.eat(b'{')?;
-        if self.peek()? == b'}' {
-            self.at += 1;
+        (self.peek()? == b'{').then_some(())?;
+        if self.c.open(depth, b'}')? {
             return Some(());
         }
         loop {
-            let (start, end, escaped) = self.string()?;
-            if escaped {
+            let key = self.string()?;
+            if key.escaped {
                 return None;
             }
-            self.eat(b':')?;
-            member(self, &self.bytes()[start..end], depth + 1)?;
-            match self.peek()? {
-                b',' => self.at += 1,
-                b'}' => {
-                    self.at += 1;
-                    return Some(());
-                }
-                _ => return None,
+            self.c.eat(b':')?;
+            member(self, &self.c.b[key.start..key.end], depth + 1)?;
+            if !self.c.next(b'}')? {
+                return Some(());
             }
         }
     }
 
-    /// An array, each item handed to `item` with its depth; `item` must take it.
+    /// An array at `depth`, each item handed to `item` with its depth; `item` must take it.
     fn array(
         &mut self,
-        depth: u32,
-        mut item: impl FnMut(&mut Self, u32) -> Option<()>,
+        depth: usize,
+        mut item: impl FnMut(&mut Self, usize) -> Option<()>,
     ) -> Option<()> {
-        if depth > MAX_DEPTH {
-            return None;
-        }
-        self.eat(b'[')?;
-        if self.peek()? == b']' {
-            self.at += 1;
+        (self.peek()? == b'[').then_some(())?;
+        if self.c.open(depth, b']')? {
             return Some(());
         }
         loop {
             item(self, depth + 1)?;
-            match self.peek()? {
-                b',' => self.at += 1,
-                b']' => {
-                    self.at += 1;
-                    return Some(());
-                }
-                _ => return None,
+            if !self.c.next(b']')? {
+                return Some(());
             }
         }
     }
 
     /// Passes over any value, checking it is JSON.
-    fn skip(&mut self, depth: u32) -> Option<()> {
+    fn skip(&mut self, depth: usize) -> Option<()> {
         self.value(depth, &mut |_, _| {})
     }
 
-    /// Passes over any value, checking it is JSON, and hands every string token's content
-    /// range (keys and values, in order) to `seen`. Keys with escapes are fine here: none is
-    /// compared. One loop, not a call per level: FieldsV1 is many small nested objects.
-    fn value(&mut self, depth: u32, seen: &mut impl FnMut(usize, usize)) -> Option<()> {
+    /// Passes over any value at `depth`, checking it is JSON, and hands every string token's
+    /// content range (keys and values, in order) to `seen`. Keys with escapes are fine here:
+    /// none is compared. One loop, not a call per level: FieldsV1 is many small nested
+    /// objects.
+    fn value(&mut self, depth: usize, seen: &mut impl FnMut(usize, usize)) -> Option<()> {
         // The containers open around the current value, innermost in the lowest bit: set for
-        // an object, clear for an array (MAX_DEPTH < 128 levels fit).
+        // an object, clear for an array (fewer than 128 levels: `DEPTH`).
         let mut open: u128 = 0;
         let mut level = 0;
         'value: loop {
-            if depth + level > MAX_DEPTH {
-                return None;
-            }
             match self.peek()? {
                 b'"' => {
-                    let (start, end, _) = self.string()?;
-                    seen(start, end);
+                    let t = self.c.string()?;
+                    seen(t.start, t.end);
                 }
                 b'{' => {
-                    self.at += 1;
-                    if self.peek()? != b'}' {
+                    if !self.c.open(depth + level, b'}')? {
                         (open, level) = (open << 1 | 1, level + 1);
                         self.key(seen)?;
                         continue 'value;
                     }
-                    self.at += 1;
                 }
                 b'[' => {
-                    self.at += 1;
-                    if self.peek()? != b']' {
+                    if !self.c.open(depth + level, b']')? {
                         (open, level) = (open << 1, level + 1);
                         continue 'value;
                     }
-                    self.at += 1;
                 }
-                b't' => self.literal(b"true")?,
-                b'f' => self.literal(b"false")?,
-                b'n' => self.literal(b"null")?,
-                _ => self.number()?,
+                b't' => self.c.word(b"true")?,
+                b'f' => self.c.word(b"false")?,
+                b'n' => self.c.word(b"null")?,
+                _ => self.c.number()?,
             }
             // After a value: close the containers that end here, or go on to the next member
             // or item.
-            loop {
-                if level == 0 {
-                    return Some(());
-                }
+            while level > 0 {
                 let object = open & 1 == 1;
-                match self.peek()? {
-                    b',' => {
-                        self.at += 1;
-                        if object {
-                            self.key(seen)?;
-                        }
-                        continue 'value;
+                if self.c.next(if object { b'}' } else { b']' })? {
+                    if object {
+                        self.key(seen)?;
                     }
-                    b'}' if object => {}
-                    b']' if !object => {}
-                    _ => return None,
+                    continue 'value;
                 }
-                self.at += 1;
                 (open, level) = (open >> 1, level - 1);
             }
+            return Some(());
         }
     }
 
     /// An object's key (handed to `seen`) and its colon.
     fn key(&mut self, seen: &mut impl FnMut(usize, usize)) -> Option<()> {
-        let (start, end, _) = self.string()?;
-        seen(start, end);
-        self.eat(b':')
+        let t = self.string()?;
+        seen(t.start, t.end);
+        self.c.eat(b':')
     }
 
     /// A value's text, as serde's `RawValue` borrows it (`None` for null).
-    fn raw(&mut self, depth: u32) -> Option<Option<&'a str>> {
+    fn raw(&mut self, depth: usize) -> Option<Option<&'a str>> {
         if self.null()? {
             return Some(None);
         }
-        let start = self.at;
+        let start = self.c.at;
         self.skip(depth)?;
-        Some(Some(&self.text[start..self.at]))
+        Some(Some(&self.text[start..self.c.at]))
     }
 
     /// An object of which only `metadata` is kept (it must be there).
-    fn object_meta(&mut self, depth: u32) -> Option<Meta<'a>> {
+    fn object_meta(&mut self, depth: usize) -> Option<Meta<'a>> {
         let mut meta = None;
         self.object(depth, |s, key, depth| match key {
             b"metadata" => once(&mut meta, s.meta(depth)?),
@@ -442,7 +291,7 @@ impl<'a> Skim<'a> {
         meta
     }
 
-    fn meta(&mut self, depth: u32) -> Option<Meta<'a>> {
+    fn meta(&mut self, depth: usize) -> Option<Meta<'a>> {
         let mut m = Meta::default();
         let (mut name, mut namespace, mut rv) = (None, None, None);
         let (mut labels, mut managed) = (None, None);
@@ -471,7 +320,7 @@ impl<'a> Skim<'a> {
         Some(m)
     }
 
-    fn managed(&mut self, depth: u32, cuts: &mut Vec<(usize, usize)>) -> Option<Managed<'a>> {
+    fn managed(&mut self, depth: usize, cuts: &mut Vec<(usize, usize)>) -> Option<Managed<'a>> {
         let (mut manager, mut operation, mut api_version) = (None, None, None);
         let (mut subresource, mut time, mut fields) = (None, None, None);
         let mut found = cuts.len()..cuts.len();
@@ -488,16 +337,16 @@ impl<'a> Skim<'a> {
                 if s.null()? {
                     return once(&mut fields, None);
                 }
-                let start = s.at;
-                let text = s.bytes();
+                let start = s.c.at;
+                let text = s.c.b;
                 found.start = cuts.len();
                 s.value(depth, &mut |from, to| {
-                    if text[from..to].starts_with(b"k:") || text[from..to].starts_with(b"v:") {
+                    if is_item_key(&text[from..to]) {
                         cuts.push((from - start, to - start));
                     }
                 })?;
                 found.end = cuts.len();
-                once(&mut fields, Some(&s.text[start..s.at]))
+                once(&mut fields, Some(&s.text[start..s.c.at]))
             }
             _ => s.skip(depth),
         })?;
@@ -523,7 +372,7 @@ mod tests {
     /// A Pod's metadata-only event, with what the skim must pass over: escapes and unicode in
     /// skipped strings, numbers of every form, literals, nested lists, and FieldsV1 whose
     /// item keys hold escaped quotes.
-    const POD: &str = r#"{"type":"MODIFIED","object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"web-7d4b9c-x2x9z","generateName":"web-7d4b9c-","namespace":"team-a","uid":"6f1c7a52-3e0b-4d8e-9a61-000000000001","resourceVersion":"48213","generation":12,"creationTimestamp":"2026-11-20T10:00:00Z","labels":{"app":"web","pod-template-hash":"7d4b9c"},"annotations":{"note":"caf\u00e9 \"quoted\" \\ back\/slash \n é","weights":[-1.5e+3,0,0.25,1E2,-0],"flags":{"on":true,"off":false,"none":null}},"ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"web-7d4b9c","uid":"u-1","controller":true,"blockOwnerDeletion":true}],"finalizers":[],"managedFields":[{"manager":"kube-controller-manager","operation":"Update","apiVersion":"v1","time":"2026-11-20T10:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:labels":{".":{},"f:app":{}},"f:ownerReferences":{".":{},"k:{\"uid\":\"u-1\"}":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{".":{},"f:ports":{"k:{\"containerPort\":8080,\"protocol\":\"TCP\"}":{".":{},"f:containerPort":{}}}}},"f:finalizers":{"v:\"x\"":{}}}}},{"manager":"kubelet","operation":"Update","apiVersion":"v1","time":"2026-11-20T10:00:07Z","fieldsType":"FieldsV1","fieldsV1":{"f:status":{"f:podIPs":{".":{},"k:{\"ip\":\"10.0.0.7\"}":{".":{},"f:ip":{}}},"f:phase":{}}},"subresource":"status"},{"manager":"hand","operation":"Apply","apiVersion":"v1","time":null,"fieldsV1":null}]}}}"#;
+    const POD: &str = r#"{"type":"MODIFIED","object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"web-7d4b9c-x2x9z","generateName":"web-7d4b9c-","namespace":"team-a","uid":"6f1c7a52-3e0b-4d8e-9a61-000000000001","resourceVersion":"48213","generation":12,"creationTimestamp":"2026-11-20T10:00:00Z","labels":{"app":"web","pod-template-hash":"7d4b9c"},"annotations":{"note":"caf\u00e9 \"quoted\" \\ back\/slash \n é","weights":[-1.5,0,0.25,100,-0],"flags":{"on":true,"off":false,"none":null}},"ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"web-7d4b9c","uid":"u-1","controller":true,"blockOwnerDeletion":true}],"finalizers":[],"managedFields":[{"manager":"kube-controller-manager","operation":"Update","apiVersion":"v1","time":"2026-11-20T10:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:labels":{".":{},"f:app":{}},"f:ownerReferences":{".":{},"k:{\"uid\":\"u-1\"}":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{".":{},"f:ports":{"k:{\"containerPort\":8080,\"protocol\":\"TCP\"}":{".":{},"f:containerPort":{}}}}},"f:finalizers":{"v:\"x\"":{}}}}},{"manager":"kubelet","operation":"Update","apiVersion":"v1","time":"2026-11-20T10:00:07Z","fieldsType":"FieldsV1","fieldsV1":{"f:status":{"f:podIPs":{".":{},"k:{\"ip\":\"10.0.0.7\"}":{".":{},"f:ip":{}}},"f:phase":{}}},"subresource":"status"},{"manager":"hand","operation":"Apply","apiVersion":"v1","time":null,"fieldsV1":null}]}}}"#;
 
     const OTHERS: &[&str] = &[
         r#"{"type":"DELETED","object":{"metadata":{"name":"a","namespace":"n","resourceVersion":"9"}}}"#,
@@ -611,6 +460,7 @@ mod tests {
             POD.replace(r#""namespace""#, r#""n\u0061mespace""#),
             POD.replace(r#""manager":"kubelet""#, r#""manager":"kube\/let""#),
             POD.replace("caf\\u00e9", "\\ud83d\\ude00"),
+            POD.replace(r#""generation":12"#, r#""generation":1.2e1"#),
         ];
         for text in &serde_reads {
             assert!(by_serde(text).is_some(), "{text}");

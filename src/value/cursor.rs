@@ -1,18 +1,23 @@
-//! JSON's tokens read from bytes, for the two readers that go without serde: the skim
-//! (`skim.rs`, which checks a document and keeps what names it) and the direct reader
-//! (`direct.rs`, which builds its value). Both read exactly what serde_json reads, or refuse.
+//! JSON's tokens read from bytes, for the readers that go without serde: the skim (`skim.rs`,
+//! which checks a document and keeps what names it), the direct reader (`direct.rs`, which
+//! builds its value) and the cache's skim of watch events (`cache/skim.rs`). Each reads exactly
+//! what serde_json reads, or refuses.
 
 /// Nesting followed, counted from the document's root (serde_json allows 128).
 pub const DEPTH: usize = 100;
 
+/// Longest number [`Cursor::number`] reads (any shorter one without exponent is a finite
+/// `f64`).
+pub const MAX_DIGITS: usize = 300;
+
 /// A place in a JSON text.
-pub(super) struct Cursor<'a> {
+pub(crate) struct Cursor<'a> {
     pub b: &'a [u8],
     pub at: usize,
 }
 
 /// A string's place: its content (between the quotes), and whether it holds an escape.
-pub(super) struct Text {
+pub(crate) struct Text {
     pub start: usize,
     pub end: usize,
     pub escaped: bool,
@@ -82,6 +87,38 @@ impl<'a> Cursor<'a> {
                 _ => at += 1,
             }
         }
+    }
+
+    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?`, at most [`MAX_DIGITS`] digits; an exponent is refused.
+    pub fn number(&mut self) -> Option<()> {
+        let start = self.at;
+        if self.peek() == Some(b'-') {
+            self.at += 1;
+        }
+        let digits = |c: &mut Self| {
+            let from = c.at;
+            while let Some(b'0'..=b'9') = c.peek() {
+                c.at += 1;
+            }
+            c.at - from
+        };
+        match self.peek()? {
+            b'0' => self.at += 1,
+            b'1'..=b'9' => {
+                digits(self);
+            }
+            _ => return None,
+        }
+        if self.peek() == Some(b'.') {
+            self.at += 1;
+            if digits(self) == 0 {
+                return None;
+            }
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) || self.at - start > MAX_DIGITS {
+            return None;
+        }
+        Some(())
     }
 
     /// Opens an array or a map (at its bracket) at `depth`: whether it is empty (its `close`

@@ -4,7 +4,7 @@
 //! everything else is `Float`. Maps keep insertion order (for display); equality ignores it.
 
 mod compare;
-mod cursor;
+pub(crate) mod cursor;
 mod direct;
 pub mod gofmt;
 pub mod json;

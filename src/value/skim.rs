@@ -15,8 +15,7 @@ use std::hash::BuildHasher;
 
 pub use super::cursor::DEPTH;
 
-/// Longest number a skim reads (any shorter one without exponent is a finite `f64`).
-pub const MAX_DIGITS: usize = 300;
+pub use super::cursor::MAX_DIGITS;
 
 /// Maps with more keys than this find repeated keys with a hash set rather than a scan.
 const SCAN_KEYS: usize = 32;
@@ -154,38 +153,6 @@ impl<'a> Scan<'a> {
             b'-' | b'0'..=b'9' => self.number(),
             _ => None,
         }
-    }
-
-    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?`, at most [`MAX_DIGITS`] digits.
-    fn number(&mut self) -> Option<()> {
-        let start = self.at;
-        if self.peek() == Some(b'-') {
-            self.at += 1;
-        }
-        let digits = |s: &mut Self| {
-            let from = s.at;
-            while let Some(b'0'..=b'9') = s.peek() {
-                s.at += 1;
-            }
-            s.at - from
-        };
-        match self.peek()? {
-            b'0' => self.at += 1,
-            b'1'..=b'9' => {
-                digits(self);
-            }
-            _ => return None,
-        }
-        if self.peek() == Some(b'.') {
-            self.at += 1;
-            if digits(self) == 0 {
-                return None;
-            }
-        }
-        if matches!(self.peek(), Some(b'e' | b'E')) || self.at - start > MAX_DIGITS {
-            return None;
-        }
-        Some(())
     }
 
     /// A string's value, kept; anything else checked.
