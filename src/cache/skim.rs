@@ -117,10 +117,7 @@ fn once<T>(slot: &mut Option<T>, v: T) -> Option<()> {
     }
 }
 
-/// Where the run of plain string bytes starting at `i` ends: at a quote, a backslash, a
-/// control character or the end. Eight bytes at a time (the usual zero-byte tests on a `u64`:
-/// a test may also flag bytes above a true match, never below one, so the lowest flagged byte
-/// is the first match).
+/// The JSON cursor, with the text it reads (kept strings are borrowed from it).
 struct Skim<'a> {
     text: &'a str,
     c: Cursor<'a>,
