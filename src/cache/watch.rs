@@ -429,10 +429,10 @@ pub fn apply_event_recorded(
         stats.skipped.fetch_add(1, Ordering::Relaxed);
         return Applied::Skipped;
     };
-    // Metadata-only kinds: the event and its object's metadata in one pass over the text.
-    // Anything unusual (an error, a bookmark, an object that cannot be read) takes the path
-    // below, which reads the event again and says why.
-    // The skim reads what it can read exactly as serde does; serde reads the rest.
+    // Metadata-only kinds: the event and its object's metadata in one pass over the text, by
+    // the skim where it reads exactly as serde does, else by serde. Anything unusual (an
+    // error, a bookmark, an object that cannot be read) takes the path below, which reads the
+    // event again and says why.
     let skimmed = || {
         super::skim::event(text).or_else(|| {
             let ev = serde_json::from_str::<RawMetaEvent>(text).ok()?;
@@ -451,8 +451,8 @@ pub fn apply_event_recorded(
             }
             "DELETED" => {
                 table.touch();
-                let m = &meta;
-                return deleted(table, &m.namespace, &m.name, &m.resource_version, history);
+                let (ns, name, rv) = (&meta.namespace, &meta.name, &meta.resource_version);
+                return deleted(table, ns, name, rv, history);
             }
             _ => {}
         }
