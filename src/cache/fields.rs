@@ -30,7 +30,7 @@ pub struct Fields {
 ///
 /// A plain byte loop: in FieldsV1 text a quote or backslash comes every few bytes, too close
 /// together for a vectorised search (two `memchr` calls per token) to pay for its setup.
-pub(super) fn strings(text: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
+fn strings(text: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
     let mut at = 0;
     std::iter::from_fn(move || {
         let open = at + text.get(at..)?.iter().position(|&b| b == b'"')?;
@@ -54,6 +54,12 @@ pub(super) fn is_item_key(content: &[u8]) -> bool {
     content.starts_with(b"k:") || content.starts_with(b"v:")
 }
 
+/// The contents of the string tokens of `text` that name list items (`k:…`, `v:…`), in order:
+/// what the cut takes out.
+pub(super) fn item_keys(text: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    strings(text).filter(|&(start, end)| is_item_key(&text[start..end]))
+}
+
 impl Fields {
     /// Cuts and interns `text`.
     pub fn intern(text: &str, interner: &Interner) -> Fields {
@@ -62,7 +68,7 @@ impl Fields {
         let cuts = if memchr::memchr(0, bytes).is_some() {
             None
         } else {
-            Some(strings(bytes).filter(|&(start, end)| is_item_key(&bytes[start..end])))
+            Some(item_keys(bytes))
         };
         Self::with_scratch(|scratch| {
             Self::intern_with(text, cuts.into_iter().flatten(), interner, scratch)
@@ -127,10 +133,7 @@ impl Fields {
         let mut out = String::with_capacity(shape.len() + keys.len());
         let mut from = 0;
         let mut cut = keys.split(SEP);
-        for (start, end) in strings(shape.as_bytes()) {
-            if !is_item_key(&shape.as_bytes()[start..end]) {
-                continue;
-            }
+        for (start, _) in item_keys(shape.as_bytes()) {
             out.push_str(&shape[from..start + 2]);
             out.push_str(cut.next().unwrap_or(""));
             from = start + 2;

@@ -395,9 +395,7 @@ mod tests {
                 other => panic!("item keys without a text or the reverse: {other:?}"),
             };
             let text = e.fields_v1.unwrap_or_default().as_bytes();
-            let scanned: Vec<(usize, usize)> = crate::cache::fields::strings(text)
-                .filter(|&(a, b)| crate::cache::fields::is_item_key(&text[a..b]))
-                .collect();
+            let scanned: Vec<(usize, usize)> = crate::cache::fields::item_keys(text).collect();
             assert_eq!(found, scanned, "{:?}", e.fields_v1);
         }
         m.cuts.clear();
