@@ -8,7 +8,8 @@ use crate::schema::crd::{self, CrdVersion};
 use crate::schema::{Gvk, Schema, SchemaError, TypeRef, builtin};
 use crate::validation::Structural;
 use crate::value::Value;
-use std::collections::{BTreeMap, HashMap};
+use foldhash::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The newest bundled Kubernetes version: what checks assume unless told otherwise.
@@ -132,10 +133,10 @@ impl Catalog {
         Ok(Catalog {
             builtin: builtin::shared(version)?,
             formats: builtin::formats(version).ok(),
-            custom: HashMap::new(),
+            custom: HashMap::default(),
             served: Vec::new(),
-            discovered: HashMap::new(),
-            validations: HashMap::new(),
+            discovered: HashMap::default(),
+            validations: HashMap::default(),
         })
     }
 

@@ -28,9 +28,9 @@ use crate::managedfields::{Identity, Prepared, Time};
 use crate::manifest::{Document, ManifestError, Origin};
 use crate::predict::{self, ApplyRequest, FieldConflict, ForcePolicy, OwnedField, Owner, Verdict};
 use crate::value::Value;
+use foldhash::HashMap;
 use regex::Regex;
 use serde::Serialize;
-use std::collections::HashMap;
 
 /// Whose fields the apply may take over.
 #[derive(Clone, Debug, Default)]
@@ -667,7 +667,7 @@ pub fn invalid_objects<'t>(
     // Hooks may come first, twice (pre- and post-phase) or not at all: matched by object.
     let targets: HashMap<&ObjectRef, &Target> =
         targets.into_iter().map(|t| (&t.object_ref, t)).collect();
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = foldhash::HashSet::default();
     report
         .objects
         .iter()

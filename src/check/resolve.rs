@@ -9,7 +9,7 @@ use crate::live::ObjectRef;
 use crate::manifest::{Document, ManifestError, Origin};
 use crate::schema::crd;
 use crate::value::{Map, Value};
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 /// Turns manifests into targets: registers the set's CustomResourceDefinitions, looks every
 /// object's type up, defaults namespaces like kubectl (namespaced objects without one get
@@ -50,7 +50,7 @@ pub fn resolve_until(
             .collect::<Vec<_>>()
     });
     let mut targets: Vec<Target> = Vec::with_capacity(docs.len());
-    let mut seen: HashMap<ObjectRef, Origin> = HashMap::new();
+    let mut seen: HashMap<ObjectRef, Origin> = HashMap::default();
     let mut resolved = resolved
         .into_iter()
         .flat_map(|r| r.unwrap_or_else(|p| std::panic::resume_unwind(p)));

@@ -280,8 +280,9 @@ fn finish(report: &check::Report, args: &CheckArgs) -> ExitCode {
         Color::Never => false,
         Color::Auto => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
     };
-    let text = report::render(report, args.output, color);
-    if let Err(code) = write_stdout(&text) {
+    if let Err(code) =
+        super::write_stdout_with(|out| report::write(report, args.output, color, out))
+    {
         return code;
     }
     match report.exit_code() {

@@ -161,12 +161,18 @@ pub(crate) fn usage_error(msg: &str) -> ExitCode {
 /// Writes a report to standard output; a closed pipe or a full disk is said on standard
 /// error (exit 2), never silent.
 pub(crate) fn write_stdout(text: &str) -> Result<(), ExitCode> {
+    write_stdout_with(|out| out.write_all(text.as_bytes()))
+}
+
+/// Standard output as `write` writes to it (buffered), flushed; a failure reported as
+/// [`write_stdout`] reports it.
+pub(crate) fn write_stdout_with(
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> Result<(), ExitCode> {
     use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|_| out.flush())
-        .map_err(|e| {
-            eprintln!("error: cannot write the output to standard output: {e}");
-            ExitCode::from(EXIT_INVALID)
-        })
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+    write(&mut out).and_then(|_| out.flush()).map_err(|e| {
+        eprintln!("error: cannot write the output to standard output: {e}");
+        ExitCode::from(EXIT_INVALID)
+    })
 }

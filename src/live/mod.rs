@@ -14,7 +14,7 @@ pub mod source;
 pub mod state;
 
 use crate::value::Value;
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::fmt;
 
 /// Identifies an object across API versions: group, kind, namespace (empty when cluster-scoped)

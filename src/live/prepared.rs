@@ -13,7 +13,7 @@ use super::ObjectRef;
 use super::state::Stored;
 use crate::managedfields::{ManagerError, Prepared};
 use crate::schema::{Schema, TypeRef};
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// Entries kept by default: a release's worth of objects.

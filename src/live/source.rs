@@ -43,7 +43,7 @@ pub async fn open(opts: &SourceOptions, stdin: &mut dyn Read) -> Result<Opened, 
     // mostly waiting on the kernel, one file after another.
     let (catalog, snap) = std::thread::scope(|scope| {
         let catalog = scope.spawn(|| Catalog::kubernetes(&opts.kubernetes_version));
-        let snap = Snapshot::load_within(&opts.snapshot, stdin, &opts.limits);
+        let snap = Snapshot::load_leaving_text_on_disk(&opts.snapshot, stdin, &opts.limits);
         (catalog.join(), snap)
     });
     let mut catalog = catalog

@@ -22,7 +22,8 @@ use identity::push_checked;
 pub use limits::Limits;
 pub use lines::{line_of, line_of_printed};
 pub use read::read_files;
-pub use unparsed::{JsonObject, JsonText};
+use unparsed::Owner;
+pub use unparsed::{DiskFile, FileStamp, JsonObject, JsonText};
 
 use crate::deadline::Deadline;
 use crate::value::yaml::{Lines, YamlOptions, parse_documents};
@@ -187,6 +188,9 @@ pub struct Loaded {
     pub errors: Vec<ManifestError>,
     check_identity: bool,
     keep_json: bool,
+    /// Objects kept as text stay on disk (files read in parallel only): each is read again
+    /// when wanted.
+    json_on_disk: bool,
     /// What the input may hold.
     pub limits: Limits,
     /// When to give up reading.
@@ -228,6 +232,15 @@ impl Loaded {
     /// YAML, is parsed as usual.
     pub fn keeping_json(mut self) -> Loaded {
         self.keep_json = true;
+        self
+    }
+
+    /// The same, leaving the text of the objects kept of regular files on disk, where each is
+    /// read again when wanted (and refused if its file changed since): for a command that ends
+    /// soon after reading few of many objects, which then never holds the rest in memory.
+    pub fn keeping_json_on_disk(mut self) -> Loaded {
+        self.keep_json = true;
+        self.json_on_disk = true;
         self
     }
 
@@ -359,16 +372,30 @@ type SharedFile = (Arc<str>, bytes::Bytes);
 /// Parses one file's text into `out`, within `out`'s limits: sizes and document counts are
 /// checked on the bytes before anything is parsed.
 pub fn parse_into(name: &Arc<str>, bytes: &[u8], out: &mut Loaded) {
-    parse_file(name, bytes, None, out)
+    parse_file(name, bytes, Owner::None, out)
 }
 
 /// [`parse_into`]; objects kept as text share `bytes` instead of copying them.
 fn parse_shared(name: &Arc<str>, bytes: &bytes::Bytes, out: &mut Loaded) {
-    parse_file(name, bytes, Some(bytes), out)
+    parse_file(name, bytes, Owner::Shared(bytes), out)
+}
+
+/// [`parse_into`]; objects kept as text are read again from `file` (whose text `bytes` is)
+/// when wanted.
+fn parse_on_disk(name: &Arc<str>, bytes: &[u8], file: &Arc<DiskFile>, out: &mut Loaded) {
+    parse_file(
+        name,
+        bytes,
+        Owner::Disk {
+            file,
+            buffer: bytes,
+        },
+        out,
+    )
 }
 
 /// [`parse_into`], with the buffer `bytes` lies in, when shared.
-fn parse_file(name: &Arc<str>, bytes: &[u8], owner: Option<&bytes::Bytes>, out: &mut Loaded) {
+fn parse_file(name: &Arc<str>, bytes: &[u8], owner: Owner, out: &mut Loaded) {
     if !out.going(name) {
         return;
     }
@@ -433,7 +460,7 @@ fn json_lines(text: &str, first: u32, out: &Loaded) -> Option<Lines> {
 }
 
 /// A JSON file: one document, or a `List` too large to be one, read item by item.
-fn parse_json(name: &Arc<str>, text: &str, owner: Option<&bytes::Bytes>, out: &mut Loaded) {
+fn parse_json(name: &Arc<str>, text: &str, owner: Owner, out: &mut Loaded) {
     if out.keep_json && unparsed::take(name, text, owner, out) {
         return;
     }

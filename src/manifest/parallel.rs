@@ -3,9 +3,10 @@
 //! order, so the result is the one a single thread gives.
 
 use super::read::{self, Step};
-use super::{Loaded, SharedFile, parse_shared, split};
+use super::{DiskFile, Loaded, SharedFile, parse_on_disk, parse_shared, split};
 use crate::cores::{chunk_len, cores, map_chunks};
 use crate::value::yaml::{YamlDoc, YamlError, YamlOptions, parse_documents};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Streams with at least this many documents are parsed on every core.
@@ -58,12 +59,12 @@ pub(super) fn read_and_parse(
                 name,
                 path,
                 size: Some(size),
-                ..
-            } if *size <= out.limits.file_bytes => files.push((name, path, *size)),
+                stamp: Some(stamp),
+            } if *size <= out.limits.file_bytes => files.push((name, path, *size, *stamp)),
             _ => return None,
         }
     }
-    let total: u64 = files.iter().map(|(_, _, size)| size).sum();
+    let total: u64 = files.iter().map(|(_, _, size, _)| size).sum();
     if total > out.limits.total_bytes {
         return None;
     }
@@ -72,9 +73,23 @@ pub(super) fn read_and_parse(
     let read = on_chunks(&files, |run| {
         let mut part = part_of(out);
         let mut read = Vec::with_capacity(run.len());
-        for &(name, path, size) in run {
+        // Objects left on disk: every file read into the same room.
+        let mut room = Vec::new();
+        for &(name, path, size, stamp) in run {
             if failed.load(Ordering::Relaxed) {
                 return None;
+            }
+            if out.json_on_disk {
+                if !read::read_exactly_into(path, size, &mut room) {
+                    failed.store(true, Ordering::Relaxed);
+                    return None;
+                }
+                let file = Arc::new(DiskFile {
+                    path: path.clone(),
+                    stamp,
+                });
+                parse_on_disk(name, &room, &file, &mut part);
+                continue;
             }
             let Some(bytes) = read::read_exactly(path, size) else {
                 failed.store(true, Ordering::Relaxed);
@@ -87,7 +102,13 @@ pub(super) fn read_and_parse(
         Some((part, read))
     })?;
     let (parts, read): (Vec<Loaded>, Vec<Vec<SharedFile>>) = read.into_iter().unzip();
-    Some((read.into_iter().flatten().collect(), joined(parts, out)))
+    let joined = joined(parts, out);
+    if out.json_on_disk {
+        // Nothing kept to parse again in order: a problem anywhere and the caller reads the
+        // files again, as one thread does, to locate it.
+        return Some((Vec::new(), Some(joined?)));
+    }
+    Some((read.into_iter().flatten().collect(), joined))
 }
 
 /// Parses many files on every core: contiguous chunks of files, joined in input order. Only a
@@ -129,6 +150,7 @@ fn part_of(out: &Loaded) -> Loaded {
     let mut part = Loaded::new(out.limits.clone()).until(out.deadline.clone());
     part.check_identity = out.check_identity;
     part.keep_json = out.keep_json;
+    part.json_on_disk = out.json_on_disk;
     part
 }
 

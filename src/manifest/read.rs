@@ -9,8 +9,9 @@
 //! writes to reads as empty instead of blocking forever.
 
 use super::limits::{Limit, Limits, over};
-use super::{FileBytes, Input, ManifestError};
+use super::{FileBytes, FileStamp, Input, ManifestError};
 use std::collections::HashSet;
+use std::fs::Metadata;
 use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -36,11 +37,13 @@ struct Planner {
 /// anything is read.
 pub(super) enum Step {
     Stdin,
-    /// A file: `size` for a regular file, as the file system says it.
+    /// A file: `size` for a regular file, as the file system says it (and the rest of what it
+    /// says, `stamp`).
     File {
         name: Arc<str>,
         path: PathBuf,
         size: Option<u64>,
+        stamp: Option<FileStamp>,
     },
     /// A problem found while searching (reported where it was found, in order).
     Fail {
@@ -106,7 +109,9 @@ impl Reader<'_> {
         let (name, path, size) = match step {
             Step::Stdin => return self.read_capped(Arc::from("<stdin>"), stdin, 0),
             Step::Fail { name, message } => return self.fail(name, message.clone()),
-            Step::File { name, path, size } => (name.clone(), path, *size),
+            Step::File {
+                name, path, size, ..
+            } => (name.clone(), path, *size),
         };
         // What is opened is what is read: a file replaced since it was planned is judged as
         // it is now, and never waited on.
@@ -178,46 +183,70 @@ impl Planner {
                         .into(),
                 );
             }
-            let mut entries: Vec<(std::ffi::OsString, PathBuf)> = match std::fs::read_dir(p) {
-                Ok(rd) => rd
-                    .filter_map(|e| e.ok().map(|e| (e.file_name(), e.path())))
-                    .collect(),
-                Err(e) => return self.plan_failure(name, format!("cannot read: {e}")),
-            };
+            let mut entries: Vec<(std::ffi::OsString, PathBuf, Option<Metadata>)> =
+                match std::fs::read_dir(p) {
+                    Ok(rd) => rd
+                        .filter_map(|e| {
+                            let e = e.ok()?;
+                            let path = e.path();
+                            let meta = match e.file_type() {
+                                // A file of another name: passed by, unread.
+                                Ok(ft) if ft.is_file() && !manifest_like(&path) => return None,
+                                Ok(ft) if ft.is_file() => e.metadata().ok(),
+                                // A directory, a link (followed), anything else: by its path.
+                                _ => None,
+                            };
+                            Some((e.file_name(), path, meta))
+                        })
+                        .collect(),
+                    Err(e) => return self.plan_failure(name, format!("cannot read: {e}")),
+                };
             // By name: the order of their paths (one directory), without comparing the
             // directory's components again for every pair.
             entries.sort_by(|a, b| a.0.cmp(&b.0));
-            for (_, e) in entries {
-                self.walk(&e, false);
+            for (_, e, meta) in entries {
+                match meta {
+                    Some(meta) => self.file(&e, false, &meta),
+                    None => self.walk(&e, false),
+                }
             }
             return;
         }
-        if !named {
-            let manifest_like = p
-                .extension()
-                .and_then(|x| x.to_str())
-                .is_some_and(|x| matches!(x, "yaml" | "yml" | "json"));
-            if !manifest_like {
-                return;
-            }
-            if !ft.is_file() {
-                let message = format!(
-                    "not a regular file ({}): name it on the command line to read it",
-                    kind_of(&ft)
-                );
-                return self.plan_failure(name, message);
-            }
+        self.file(p, named, &meta)
+    }
+
+    /// Plans the reading of `p`, not a directory, whose metadata (links followed) is `meta`.
+    fn file(&mut self, p: &Path, named: bool, meta: &Metadata) {
+        if !named && !manifest_like(p) {
+            return;
+        }
+        let name: Arc<str> = Arc::from(p.display().to_string());
+        let ft = meta.file_type();
+        if !named && !ft.is_file() {
+            let message = format!(
+                "not a regular file ({}): name it on the command line to read it",
+                kind_of(&ft)
+            );
+            return self.plan_failure(name, message);
         }
         self.plan.push(Step::File {
             name,
             path: p.to_path_buf(),
             size: ft.is_file().then_some(meta.len()),
+            stamp: ft.is_file().then(|| FileStamp::of(meta)),
         });
     }
 
     fn plan_failure(&mut self, name: Arc<str>, message: String) {
         self.plan.push(Step::Fail { name, message });
     }
+}
+
+/// A file of a directory that names a manifest (`.yaml`, `.yml`, `.json`).
+fn manifest_like(p: &Path) -> bool {
+    p.extension()
+        .and_then(|x| x.to_str())
+        .is_some_and(|x| matches!(x, "yaml" | "yml" | "json"))
 }
 
 /// The files the inputs name (directories expanded), read within `limits` but not parsed.
@@ -264,14 +293,27 @@ pub(super) fn read_planned(
 /// microseconds, and a snapshot is thousands of small files (`std`'s `read_to_end` reads at most
 /// 8 KiB at first, then once more to find the end: three reads of a 9 KB file).
 pub(super) fn read_exactly(path: &Path, size: u64) -> Option<Vec<u8>> {
-    let mut file = std::fs::OpenOptions::new()
+    let mut bytes = Vec::new();
+    read_exactly_into(path, size, &mut bytes).then_some(bytes)
+}
+
+/// [`read_exactly`] into `bytes` (its room kept from one file to the next: memory touched once,
+/// and still in the cache when the file is parsed); false, `bytes` unspecified, on failure.
+pub(super) fn read_exactly_into(path: &Path, size: u64, bytes: &mut Vec<u8>) -> bool {
+    let Ok(mut file) = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)
-        .ok()?;
-    let len = usize::try_from(size).ok()?;
+    else {
+        return false;
+    };
+    let Some(room) = usize::try_from(size).ok().and_then(|n| n.checked_add(1)) else {
+        return false;
+    };
+    bytes.clear();
     // Zeroed: fresh memory from the allocator is zero already, so this is rarely a `memset`.
-    let mut bytes = vec![0u8; len.checked_add(1)?];
+    bytes.resize(room, 0);
+    let len = room - 1;
     let mut filled = 0;
     loop {
         match file.read(&mut bytes[filled..]) {
@@ -283,15 +325,15 @@ pub(super) fn read_exactly(path: &Path, size: u64) -> Option<Vec<u8>> {
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
+            Err(_) => return false,
         }
     }
     // Short (it shrank), or the spare byte filled (it grew).
     if filled != len {
-        return None;
+        return false;
     }
     bytes.truncate(len);
-    Some(bytes)
+    true
 }
 
 /// Opens `path` for reading without waiting for a writer (a FIFO waits for one otherwise),

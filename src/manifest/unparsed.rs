@@ -5,30 +5,122 @@
 
 use super::{Loaded, Origin};
 use crate::value::Value;
-use crate::value::json::{self, JsonError};
+use crate::value::json;
 use crate::value::skim::{self, Found, Items, Skim};
 use bytes::Bytes;
 use std::sync::Arc;
 
-/// An object's JSON text: a part of its file's buffer, shared.
+/// An object's JSON text: a part of its file's buffer, shared; or where it lies in its file,
+/// read again when wanted (a snapshot read by a command that reads few of its objects).
 #[derive(Clone, Debug)]
-pub struct JsonText(Bytes);
+pub struct JsonText(Text);
+
+#[derive(Clone, Debug)]
+enum Text {
+    Shared(Bytes),
+    OnDisk {
+        file: Arc<DiskFile>,
+        at: u64,
+        len: usize,
+    },
+}
+
+/// A file as it was read: where it is and what the file system said of it then.
+#[derive(Debug)]
+pub struct DiskFile {
+    pub path: std::path::PathBuf,
+    pub stamp: FileStamp,
+}
+
+/// What tells a file apart from itself changed: device and inode, length, last change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileStamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    modified: (i64, i64),
+}
+
+impl FileStamp {
+    pub fn of(m: &std::fs::Metadata) -> FileStamp {
+        use std::os::unix::fs::MetadataExt;
+        FileStamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+            modified: (m.mtime(), m.mtime_nsec()),
+        }
+    }
+}
+
+/// Where a file's text lives, for the objects kept of it.
+#[derive(Clone, Copy)]
+pub(super) enum Owner<'a> {
+    /// Nowhere else: each object copies its text.
+    None,
+    /// A buffer the objects share.
+    Shared(&'a Bytes),
+    /// On disk: `buffer` holds the file as read; the objects say where in the file they lie.
+    Disk {
+        file: &'a Arc<DiskFile>,
+        buffer: &'a [u8],
+    },
+}
 
 impl JsonText {
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.0
-    }
-
     /// A text as a skim would keep it (tests).
     #[cfg(test)]
     pub(crate) fn for_tests(text: &str) -> JsonText {
-        JsonText(Bytes::copy_from_slice(text.as_bytes()))
+        JsonText(Text::Shared(Bytes::copy_from_slice(text.as_bytes())))
     }
 
-    /// The object, as [`json::parse_strict`] reads it (a skim found that it accepts it).
-    pub fn parse(&self) -> Result<Value, JsonError> {
-        json::parse_strict(&self.0)
+    /// The object, as [`json::parse_strict`] reads it (a skim found that it accepts it); a
+    /// text on disk is read again first, refused if its file is not the one read.
+    pub fn parse(&self) -> Result<Value, String> {
+        match &self.0 {
+            Text::Shared(b) => json::parse_strict(b).map_err(|e| e.to_string()),
+            Text::OnDisk { file, at, len } => {
+                let bytes = reread(file, *at, *len)?;
+                json::parse_strict(&bytes).map_err(|e| e.to_string())
+            }
+        }
     }
+
+    /// The text kept in memory (tests).
+    #[cfg(test)]
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        match &self.0 {
+            Text::Shared(b) => b,
+            Text::OnDisk { .. } => panic!("the text is on disk"),
+        }
+    }
+
+    /// Whether the text is read from its file when wanted.
+    pub fn on_disk(&self) -> bool {
+        matches!(self.0, Text::OnDisk { .. })
+    }
+}
+
+/// `len` bytes at `at` of `file`, if it is still the file read (same inode, length and time of
+/// last change).
+fn reread(file: &DiskFile, at: u64, len: usize) -> Result<Vec<u8>, String> {
+    use std::os::unix::fs::FileExt;
+    let changed = || {
+        format!(
+            "{} changed since fieldguard read it: read the snapshot again",
+            file.path.display()
+        )
+    };
+    let f = std::fs::File::open(&file.path).map_err(|e| format!("cannot read again: {e}"))?;
+    let meta = f
+        .metadata()
+        .map_err(|e| format!("cannot read again: {e}"))?;
+    if FileStamp::of(&meta) != file.stamp {
+        return Err(changed());
+    }
+    let mut bytes = vec![0; len];
+    f.read_exact_at(&mut bytes, at).map_err(|_| changed())?;
+    Ok(bytes)
 }
 
 /// An object of a JSON file, kept as text, with what names it.
@@ -46,7 +138,7 @@ pub struct JsonObject {
 /// Takes a JSON file's objects as text into `out` when every one is clean, counted as a parse
 /// counts them; false, with nothing taken or counted, otherwise: the caller parses the file.
 /// `owner`: the buffer `text` lies in, which the objects then share (else they copy `text`).
-pub(super) fn take(name: &Arc<str>, text: &str, owner: Option<&Bytes>, out: &mut Loaded) -> bool {
+pub(super) fn take(name: &Arc<str>, text: &str, owner: Owner, out: &mut Loaded) -> bool {
     let Some(mut top) = skim::top(text) else {
         return false;
     };
@@ -90,9 +182,13 @@ pub(super) fn take(name: &Arc<str>, text: &str, owner: Option<&Bytes>, out: &mut
         return false;
     }
     out.counted += counted;
-    let file = match owner.and_then(|b| Some((b, within(b, text)?))) {
-        Some((b, at)) => b.slice(at),
-        None => Bytes::copy_from_slice(text.as_bytes()),
+    // Where `text` starts in what holds it.
+    let (file, offset) = match owner {
+        Owner::Shared(b) if let Some(at) = within(b, text) => (Ok(b.slice(at.clone())), 0),
+        Owner::Disk { file, buffer } if let Some(at) = within(buffer, text) => {
+            (Err(file), at.start as u64)
+        }
+        _ => (Ok(Bytes::copy_from_slice(text.as_bytes())), 0),
     };
     let (base, bytes) = (text.as_ptr() as usize, text.as_bytes());
     let (mut seen, mut line) = (0usize, 1u32);
@@ -111,7 +207,14 @@ pub(super) fn take(name: &Arc<str>, text: &str, owner: Option<&Bytes>, out: &mut
                 item: is_list.then_some(i),
                 line,
             },
-            text: JsonText(file.slice(start..start + t.len())),
+            text: JsonText(match &file {
+                Ok(b) => Text::Shared(b.slice(start..start + t.len())),
+                Err(f) => Text::OnDisk {
+                    file: Arc::clone(f),
+                    at: offset + start as u64,
+                    len: t.len(),
+                },
+            }),
             api_version: string(s.api_version),
             kind: string(s.kind),
             namespace: string(s.namespace),

@@ -46,6 +46,19 @@ pub fn render(r: &Report, format: Format, color: bool) -> String {
     }
 }
 
+/// Writes a report to `w`: JSON as it is made, the other formats rendered first.
+pub fn write(
+    r: &Report,
+    format: Format,
+    color: bool,
+    w: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    match format {
+        Format::Json => json::write(r, w),
+        _ => w.write_all(render(r, format, color).as_bytes()),
+    }
+}
+
 /// The object as reports name it: `Deployment shop/checkout`.
 fn object_name(o: &crate::check::ObjectReport) -> String {
     if o.namespace.is_empty() {

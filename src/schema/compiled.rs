@@ -57,7 +57,7 @@ pub fn decode(bytes: &[u8]) -> Result<(Schema, Formats), SchemaError> {
 }
 
 /// Serializes a map in key order (the encoding stays a function of the content).
-pub(super) fn sorted<K, V, S>(map: &HashMap<K, V>, s: S) -> Result<S::Ok, S::Error>
+pub(super) fn sorted<K, V, H, S>(map: &HashMap<K, V, H>, s: S) -> Result<S::Ok, S::Error>
 where
     K: Ord + Serialize,
     V: Serialize,
@@ -69,14 +69,17 @@ where
 }
 
 /// [`sorted`] for an optional map.
-pub(super) fn sorted_optional<K, V, S>(map: &Option<HashMap<K, V>>, s: S) -> Result<S::Ok, S::Error>
+pub(super) fn sorted_optional<K, V, H, S>(
+    map: &Option<HashMap<K, V, H>>,
+    s: S,
+) -> Result<S::Ok, S::Error>
 where
     K: Ord + Serialize,
     V: Serialize,
     S: Serializer,
 {
-    struct Sorted<'a, K, V>(&'a HashMap<K, V>);
-    impl<K: Ord + Serialize, V: Serialize> Serialize for Sorted<'_, K, V> {
+    struct Sorted<'a, K, V, H>(&'a HashMap<K, V, H>);
+    impl<K: Ord + Serialize, V: Serialize, H> Serialize for Sorted<'_, K, V, H> {
         fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
             sorted(self.0, s)
         }

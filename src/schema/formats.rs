@@ -10,8 +10,8 @@
 
 use super::Gvk;
 use crate::value::{Map, Value};
+use foldhash::HashMap;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 enum Fmt {

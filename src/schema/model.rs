@@ -1,8 +1,8 @@
 //! The schema data model (structured-merge-diff `schema` package) and type resolution.
 
 use crate::value::{Str, Value};
+use foldhash::HashMap;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 
 /// Name of the built-in type for content that is replaced as a whole.
 pub const UNTYPED_ATOMIC_TYPE: &str = "__untyped_atomic_";
@@ -324,8 +324,8 @@ impl Schema {
     pub fn new(types: Vec<TypeDef>) -> Schema {
         let mut s = Schema {
             types,
-            by_name: HashMap::new(),
-            gvks: HashMap::new(),
+            by_name: HashMap::default(),
+            gvks: HashMap::default(),
         };
         s.reindex();
         s
@@ -459,7 +459,7 @@ impl Schema {
 
     /// Names of types reachable from `roots` (for copying dependencies into another schema).
     pub fn closure(&self, roots: &[&str]) -> Vec<TypeDef> {
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = foldhash::HashSet::default();
         let mut stack: Vec<Str> = roots.iter().map(|r| Str::from(*r)).collect();
         let mut out = Vec::new();
         while let Some(name) = stack.pop() {

@@ -39,9 +39,33 @@ impl Snapshot {
         stdin: &mut dyn Read,
         limits: &Limits,
     ) -> Result<Snapshot, Vec<ManifestError>> {
-        let out = manifest::Loaded::new(limits.clone())
-            .any_documents()
-            .keeping_json();
+        Self::load_keeping(inputs, stdin, limits, false)
+    }
+
+    /// [`Snapshot::load_within`] for a command that ends soon after reading a few objects: the
+    /// text of the objects kept as text stays in its files (regular files read on every core),
+    /// each object read again when first wanted — refused, located, if its file changed since.
+    /// A snapshot of any size then costs memory for its index only.
+    pub fn load_leaving_text_on_disk(
+        inputs: &[Input],
+        stdin: &mut dyn Read,
+        limits: &Limits,
+    ) -> Result<Snapshot, Vec<ManifestError>> {
+        Self::load_keeping(inputs, stdin, limits, true)
+    }
+
+    fn load_keeping(
+        inputs: &[Input],
+        stdin: &mut dyn Read,
+        limits: &Limits,
+        on_disk: bool,
+    ) -> Result<Snapshot, Vec<ManifestError>> {
+        let out = manifest::Loaded::new(limits.clone()).any_documents();
+        let out = if on_disk {
+            out.keeping_json_on_disk()
+        } else {
+            out.keeping_json()
+        };
         let loaded = manifest::load_into(inputs, stdin, out);
         let mut errors = loaded.errors;
         let mut snap = Snapshot {
@@ -154,7 +178,7 @@ impl Snapshot {
 
     /// Every object, parsed (each once, shared with the snapshot), as a prediction's input.
     pub fn fetched(&self) -> Result<super::Fetched, ManifestError> {
-        let mut objects = std::collections::HashMap::new();
+        let mut objects = foldhash::HashMap::default();
         for (r, e) in self.objects.as_read() {
             objects.insert(r.clone(), e.shared()?);
         }
@@ -282,6 +306,85 @@ mod tests {
         assert_eq!((o.item, o.line), (Some(7), 9));
         assert_eq!(state.list(Some("b")).await.unwrap().len(), 1);
         assert_eq!(state.managed_by("m").await.unwrap().len(), 100);
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    /// Objects left on disk read as written, each when wanted; a file changed since it was
+    /// read (in length, or only in its time of last change) is refused, located at the object,
+    /// never read as if it were the same.
+    #[test]
+    fn objects_left_on_disk_are_read_when_wanted_and_refused_once_changed() {
+        let list = |f: usize, v: &str| {
+            let items: Vec<String> = (0..3)
+                .map(|i| config_map("a", &format!("f{f}cm{i}"), &format!("{v}{i}")))
+                .collect();
+            format!(
+                "{{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[{}]}}",
+                items.join(",")
+            )
+        };
+        let files: Vec<(String, String)> = (0..4)
+            .map(|f| (format!("{f}.json"), list(f, &format!("f{f}v"))))
+            .collect();
+        let d = dir(
+            "on-disk",
+            &files
+                .iter()
+                .map(|(n, t)| (n.as_str(), t.clone()))
+                .collect::<Vec<_>>(),
+        );
+        let load = || {
+            Snapshot::load_leaving_text_on_disk(
+                &[Input::Path(d.clone())],
+                &mut std::io::empty(),
+                &Limits::SNAPSHOT,
+            )
+            .unwrap()
+        };
+        let value = |snap: &Snapshot, f: usize, i: usize| {
+            let (_, e) = snap
+                .objects()
+                .find(|(_, e)| {
+                    e.origin.file.ends_with(&format!("{f}.json")) && e.origin.item == Some(i)
+                })
+                .unwrap();
+            e.shared()
+                .map(|v| v.str_at(&["data", "k"]).map(str::to_string))
+        };
+        let snap = load();
+        assert_eq!(snap.len(), 12);
+        if crate::cores::cores() < 2 {
+            // Files are left on disk when read on every core; one core reads them into memory.
+            return;
+        }
+        assert!(snap.objects().all(|(_, e)| e.left_on_disk()));
+        for f in 0..4 {
+            for i in 0..3 {
+                assert_eq!(value(&snap, f, i).unwrap(), Some(format!("f{f}v{i}")));
+            }
+        }
+        // Longer: the length tells.
+        let snap = load();
+        std::fs::write(d.join("1.json"), list(1, "longer")).unwrap();
+        let e = value(&snap, 1, 2).unwrap_err();
+        assert!(
+            e.message.contains("changed since fieldguard read it"),
+            "{e}"
+        );
+        assert!(e.file.ends_with("1.json") && e.line == Some(1), "{e}");
+        // The same length, another time of last change: refused too.
+        let snap = load();
+        let same = list(2, "f2w");
+        assert_eq!(same.len(), files[2].1.len());
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(d.join("2.json"))
+            .unwrap();
+        std::io::Write::write_all(&mut &f, same.as_bytes()).unwrap();
+        f.set_modified(std::time::SystemTime::UNIX_EPOCH).unwrap();
+        assert!(value(&snap, 2, 0).is_err());
+        // Untouched files still read.
+        assert_eq!(value(&snap, 3, 1).unwrap(), Some("f3v1".into()));
         let _ = std::fs::remove_dir_all(d);
     }
 

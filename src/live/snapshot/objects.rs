@@ -67,12 +67,17 @@ impl Entry {
         self.text.is_some()
     }
 
+    /// Whether the object's text is read from its file when wanted.
+    pub fn left_on_disk(&self) -> bool {
+        self.text.as_ref().is_some_and(JsonText::on_disk)
+    }
+
     fn parse(&self) -> Result<Value, ManifestError> {
         let text = self.text.as_ref().ok_or_else(|| {
             self.origin
                 .error("the snapshot kept neither the object nor its text".into())
         })?;
-        text.parse().map_err(|e| self.origin.error(e.to_string()))
+        text.parse().map_err(|e| self.origin.error(e))
     }
 }
 
