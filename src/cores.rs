@@ -66,9 +66,11 @@ fn on_chunks<C: Send, R: Send>(
             .unwrap_or_else(PoisonError::into_inner)
             .extend(mine);
     };
-    std::thread::scope(|scope| {
+    // The helpers are the process's pool's threads, started once: a thread started for each
+    // stage costs its start and a fresh heap, whose memory the kernel clears page by page.
+    rayon_core::in_place_scope(|scope| {
         for _ in 0..helpers {
-            scope.spawn(run);
+            scope.spawn(|_| run());
         }
         run();
     });
