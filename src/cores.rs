@@ -44,6 +44,16 @@ pub fn map_chunks_mut<T: Send, R: Send>(
     on_chunks(items.chunks_mut(len.max(1)).collect(), threads, work)
 }
 
+/// `work` on one of the pool's threads (those [`map_chunks`] runs on), awaited without holding
+/// an async runtime's thread: `None` if it panicked.
+pub async fn on_pool<R: Send + 'static>(work: impl FnOnce() -> R + Send + 'static) -> Option<R> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    rayon_core::spawn(move || {
+        let _ = tx.send(catch_unwind(AssertUnwindSafe(work)).ok());
+    });
+    rx.await.ok().flatten()
+}
+
 /// `work` on each of `chunks`, each taken once by the next thread to come free.
 fn on_chunks<C: Send, R: Send>(
     chunks: Vec<C>,

@@ -39,15 +39,17 @@ pub async fn open(opts: &SourceOptions, stdin: &mut dyn Read) -> Result<Opened, 
             is_snapshot: false,
         });
     }
-    // The built-in schemas are built on another thread while the files are read: reading is
-    // mostly waiting on the kernel, one file after another.
-    let (catalog, snap) = std::thread::scope(|scope| {
-        let catalog = scope.spawn(|| Catalog::kubernetes(&opts.kubernetes_version));
-        let snap = Snapshot::load_leaving_text_on_disk(&opts.snapshot, stdin, &opts.limits);
-        (catalog.join(), snap)
+    // The built-in schemas are built on a thread of the pool while the files are read.
+    let mut built = None;
+    let snap = rayon_core::in_place_scope(|scope| {
+        scope.spawn(|_| {
+            let build = || Catalog::kubernetes(&opts.kubernetes_version);
+            built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(build)).ok();
+        });
+        Snapshot::load_leaving_text_on_disk(&opts.snapshot, stdin, &opts.limits)
     });
-    let mut catalog = catalog
-        .map_err(|_| LiveError::Internal("building the built-in schemas failed".into()))?
+    let mut catalog = built
+        .ok_or_else(|| LiveError::Internal("building the built-in schemas failed".into()))?
         .map_err(|e| LiveError::Options(format!("--kubernetes-version: {e}")))?;
     let snap = snap.map_err(LiveError::Invalid)?;
     snap.extend_catalog(&mut catalog)

@@ -260,7 +260,7 @@ impl LiveState for SnapshotState {
         }
         // Many objects (a check of a whole release): parsed on every core, off the runtime.
         let objects = self.objects.clone();
-        tokio::task::spawn_blocking(move || {
+        crate::cores::on_pool(move || {
             let len = crate::cores::chunk_len(found.len());
             let mut out = Vec::with_capacity(found.len());
             for run in crate::cores::map_chunks(&found, len, crate::cores::cores(), |run| {
@@ -276,7 +276,7 @@ impl LiveState for SnapshotState {
             Ok(out)
         })
         .await
-        .map_err(|e| LiveError::Internal(format!("reading the snapshot failed: {e}")))?
+        .ok_or_else(|| LiveError::Internal("reading the snapshot failed".into()))?
     }
     async fn list(&self, namespace: Option<&str>) -> Result<Vec<(ObjectRef, Stored)>, LiveError> {
         // As a cluster lists them: a namespace narrows namespaced objects; cluster-scoped ones

@@ -23,7 +23,7 @@ pub use limits::Limits;
 pub use lines::{line_of, line_of_printed};
 pub use read::read_files;
 use unparsed::Owner;
-pub use unparsed::{DiskFile, FileStamp, JsonObject, JsonText};
+pub use unparsed::{DiskFile, FileStamp, JsonObject, JsonText, Kept};
 
 use crate::deadline::Deadline;
 use crate::value::yaml::{Lines, YamlOptions, parse_documents};
@@ -184,7 +184,7 @@ pub struct Loaded {
     pub documents: Vec<Document>,
     /// JSON objects kept as text ([`Loaded::keeping_json`]), each with the number of
     /// `documents` read before it (the order the inputs hold them in).
-    pub json_objects: Vec<(usize, JsonObject)>,
+    pub json_objects: Kept,
     pub errors: Vec<ManifestError>,
     check_identity: bool,
     keep_json: bool,

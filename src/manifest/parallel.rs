@@ -165,12 +165,10 @@ fn joined(parsed: Vec<Loaded>, out: &Loaded) -> Option<Loaded> {
     joined.counted = counted;
     joined.bytes = parsed.iter().map(|p| p.bytes).sum();
     joined.documents = Vec::with_capacity(parsed.iter().map(|p| p.documents.len()).sum());
-    joined.json_objects = Vec::with_capacity(parsed.iter().map(|p| p.json_objects.len()).sum());
     for p in parsed {
         let before = joined.documents.len();
         joined.documents.extend(p.documents);
-        let json = p.json_objects.into_iter().map(|(i, o)| (before + i, o));
-        joined.json_objects.extend(json);
+        joined.json_objects.append(p.json_objects, before);
     }
     Some(joined)
 }

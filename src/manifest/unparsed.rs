@@ -123,6 +123,56 @@ fn reread(file: &DiskFile, at: u64, len: usize) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
+/// The objects kept as text, in order, each with the number of documents read before it: in
+/// runs as the parts of a parallel read left them (joined without moving an object again).
+#[derive(Debug, Default)]
+pub struct Kept(Vec<Vec<(usize, JsonObject)>>);
+
+impl Kept {
+    pub(super) fn push(&mut self, documents_before: usize, o: JsonObject) {
+        match self.0.last_mut() {
+            Some(run) => run.push((documents_before, o)),
+            None => self.0.push(vec![(documents_before, o)]),
+        }
+    }
+
+    /// `other`'s objects after these, with `documents` more documents before each.
+    pub(super) fn append(&mut self, other: Kept, documents: usize) {
+        for mut run in other.0 {
+            run.iter_mut().for_each(|(at, _)| *at += documents);
+            self.0.push(run);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.iter().map(Vec::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(Vec::is_empty)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &(usize, JsonObject)> {
+        self.0.iter().flatten()
+    }
+}
+
+impl IntoIterator for Kept {
+    type Item = (usize, JsonObject);
+    type IntoIter = std::iter::Flatten<std::vec::IntoIter<Vec<(usize, JsonObject)>>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter().flatten()
+    }
+}
+
+impl<'a> IntoIterator for &'a Kept {
+    type Item = &'a (usize, JsonObject);
+    type IntoIter = std::iter::Flatten<std::slice::Iter<'a, Vec<(usize, JsonObject)>>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().flatten()
+    }
+}
+
 /// An object of a JSON file, kept as text, with what names it.
 #[derive(Clone, Debug)]
 pub struct JsonObject {
@@ -220,7 +270,7 @@ pub(super) fn take(name: &Arc<str>, text: &str, owner: Owner, out: &mut Loaded) 
             namespace: string(s.namespace),
             name: string(s.name),
         };
-        out.json_objects.push((out.documents.len(), object));
+        out.json_objects.push(out.documents.len(), object);
     }
     true
 }
