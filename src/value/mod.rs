@@ -14,7 +14,7 @@ pub mod yaml;
 pub use compare::{compare, equals};
 
 use compact_str::CompactString;
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 /// Largest object document accepted (kube-apiserver's request limit is about 3 MiB).
 pub const MAX_DOCUMENT_BYTES: usize = 3 * 1024 * 1024;

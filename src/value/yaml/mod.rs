@@ -7,8 +7,8 @@ mod block;
 mod scalars;
 
 use super::{Map, Str, Value};
+use foldhash::HashMap;
 use scalars::{finite, json_number, key_string, resolve_plain};
-use std::collections::HashMap;
 use yaml_rust2::parser::{Event, Parser, Tag};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
@@ -222,7 +222,7 @@ fn parse_events(src: &str, opts: &YamlOptions) -> Result<Vec<YamlDoc>, YamlError
     let mut b = Builder {
         opts,
         stack: Vec::new(),
-        anchors: HashMap::new(),
+        anchors: HashMap::default(),
         alias_nodes: 0,
         doc: 0,
     };
@@ -372,7 +372,7 @@ impl Builder<'_> {
                     return Err(err("mapping key without a value", self.doc, mark));
                 }
                 if !merges.is_empty() {
-                    let mut present: std::collections::HashSet<Str> = map.keys().cloned().collect();
+                    let mut present: foldhash::HashSet<Str> = map.keys().cloned().collect();
                     for (mv, ml) in merges {
                         merge_into(&mut map, &mut lines, &mut present, mv, ml, self.doc, mark)?;
                     }
@@ -512,7 +512,7 @@ const INDEX_FROM: usize = 32;
 fn merge_into(
     map: &mut Map,
     lines: &mut Vec<(u32, Lines)>,
-    present: &mut std::collections::HashSet<Str>,
+    present: &mut foldhash::HashSet<Str>,
     mv: Value,
     ml: Lines,
     doc: usize,

@@ -16,7 +16,7 @@ mod scalars;
 use super::scalars::{finite, key_string, resolve_plain};
 use super::{Lines, YamlDoc, YamlOptions};
 use crate::value::{Map, Str, Value};
-use std::collections::HashSet;
+use foldhash::HashSet;
 
 /// The stream is not read here: the caller parses it with the event parser.
 #[derive(Debug)]
