@@ -1,6 +1,7 @@
 //! Work split across cores: how many threads to use (the machine's available parallelism,
 //! read once: each reading opens the process's cgroup files, which costs more than a small
-//! file's parse), and a map over contiguous chunks that threads take as they come free.
+//! file's parse), and a map over contiguous chunks that threads take as they come free: the
+//! threads of one pool, started once for the process (`rayon-core`), which every stage shares.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -106,6 +107,26 @@ mod tests {
             assert_eq!(sums, expected, "len {len}, threads {threads}");
         }
         assert!(map_chunks(&[] as &[u32], 4, 2, |c| c.len()).is_empty());
+    }
+
+    /// Work sent to the pool comes back to the task awaiting it; work that panics comes back
+    /// as nothing, and the pool still takes work after it.
+    #[tokio::test(flavor = "current_thread")]
+    async fn work_on_the_pool_comes_back_and_a_panic_comes_back_as_none() {
+        let items: Vec<u64> = (1..=100).collect();
+        let sum = on_pool(move || items.iter().sum::<u64>()).await;
+        assert_eq!(sum, Some(5050));
+        let panicked = on_pool(|| -> u64 { panic!("work that fails") }).await;
+        assert_eq!(panicked, None);
+        let nested = on_pool(|| {
+            let items: Vec<u32> = (0..64).collect();
+            map_chunks(&items, 4, 2, |c| c.len())
+                .into_iter()
+                .map(|r| r.expect("no panic"))
+                .sum::<usize>()
+        })
+        .await;
+        assert_eq!(nested, Some(64));
     }
 
     #[test]
