@@ -42,23 +42,10 @@ pub fn render(r: &Report) -> String {
 /// [`render`] written to `w` as it is made: the objects rendered on every core (a chunk at a
 /// time, each chunk's text written in order), the document around them by `serde_json`.
 pub fn write(r: &Report, w: &mut dyn Write) -> std::io::Result<()> {
-    let doc = |objects| Document {
-        api_version: SCHEMA_VERSION,
-        kind: "CheckReport",
-        field_manager: &r.field_manager,
-        force: Force {
-            mode: r.force.mode(),
-            against: r.force.patterns(),
-        },
-        source: &r.source,
-        summary: r.summary(),
-        objects,
-        hooks: r.hooks.as_ref(),
-    };
     // The document with no objects, then the objects put where its empty list is: the
     // pretty-printed key at depth 1 (a string never holds a raw newline, so nothing else
     // matches), its list as `serde_json` prints one at that depth.
-    let mut head = serde_json::to_vec_pretty(&doc(&[])).map_err(std::io::Error::other)?;
+    let mut head = serde_json::to_vec_pretty(&document(r, &[])).map_err(std::io::Error::other)?;
     head.push(b'\n');
     const EMPTY: &[u8] = b"\n  \"objects\": []";
     let at = memchr::memmem::find(&head, EMPTY)
@@ -77,6 +64,23 @@ pub fn write(r: &Report, w: &mut dyn Write) -> std::io::Result<()> {
     }
     w.write_all(b"\n  ")?;
     w.write_all(&head[at..])
+}
+
+/// The report as a document, with `objects` for its list.
+fn document<'a>(r: &'a Report, objects: &'a [ObjectReport]) -> Document<'a> {
+    Document {
+        api_version: SCHEMA_VERSION,
+        kind: "CheckReport",
+        field_manager: &r.field_manager,
+        force: Force {
+            mode: r.force.mode(),
+            against: r.force.patterns(),
+        },
+        source: &r.source,
+        summary: r.summary(),
+        objects,
+        hooks: r.hooks.as_ref(),
+    }
 }
 
 /// Fewer objects than this are rendered on the calling thread.
@@ -189,20 +193,8 @@ mod tests {
             (200, true),
         ] {
             let r = report(n, hooked);
-            let doc = Document {
-                api_version: SCHEMA_VERSION,
-                kind: "CheckReport",
-                field_manager: &r.field_manager,
-                force: Force {
-                    mode: r.force.mode(),
-                    against: r.force.patterns(),
-                },
-                source: &r.source,
-                summary: r.summary(),
-                objects: &r.objects,
-                hooks: r.hooks.as_ref(),
-            };
-            let want = serde_json::to_string_pretty(&doc).unwrap() + "\n";
+            // The whole document, as `serde_json` prints it in one piece.
+            let want = serde_json::to_string_pretty(&document(&r, &r.objects)).unwrap() + "\n";
             assert_eq!(render(&r), want, "{n} objects, hooks {hooked}");
             assert_eq!(r.hooks.is_some(), hooked, "{n}");
         }
