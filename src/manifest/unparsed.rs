@@ -104,14 +104,19 @@ impl JsonText {
 /// `len` bytes at `at` of `file`, if it is still the file read (same inode, length and time of
 /// last change).
 fn reread(file: &DiskFile, at: u64, len: usize) -> Result<Vec<u8>, String> {
-    use std::os::unix::fs::FileExt;
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
     let changed = || {
         format!(
             "{} changed since fieldguard read it: read the snapshot again",
             file.path.display()
         )
     };
-    let f = std::fs::File::open(&file.path).map_err(|e| format!("cannot read again: {e}"))?;
+    // Never waited on: a pipe put in the file's place opens at once (and is then refused).
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&file.path)
+        .map_err(|e| format!("cannot read again: {e}"))?;
     let meta = f
         .metadata()
         .map_err(|e| format!("cannot read again: {e}"))?;
