@@ -72,8 +72,9 @@ pub(super) fn read_and_parse(
     let failed = AtomicBool::new(false);
     let read = on_chunks(&files, |run| {
         let mut part = part_of(out);
-        let mut read = Vec::with_capacity(run.len());
-        // Objects left on disk: every file read into the same room.
+        // The files' buffers, kept for a parse in order if one is needed (none kept when the
+        // objects stay on disk: every file is then read into the same room).
+        let mut read = Vec::with_capacity(if out.json_on_disk { 0 } else { run.len() });
         let mut room = Vec::new();
         for &(name, path, size, stamp) in run {
             if failed.load(Ordering::Relaxed) {
