@@ -13,7 +13,9 @@
 //! * Health checks and the one-Deployment prediction (200/s each, open loop) with and without
 //!   a `Managers` call over 100,000 objects running all the while.
 //!
-//! Run: `cargo bench --bench service`.
+//! Run: `cargo bench --bench service`. `FIELDGUARD_BENCH_ONLY=handler`: the in-process handler
+//! figures alone; `=predict`: those and the open-loop predictions, at the rates in
+//! `FIELDGUARD_BENCH_RATES` (comma-separated, default `500,1000,2000`).
 
 mod common;
 
@@ -188,38 +190,70 @@ impl Run {
 
 /// Open loop: `rate` calls a second for `secs`, sent on schedule by a thread of their own
 /// (precise to the OS's sleep, ~0.1 ms; lateness counts against the call).
+///
+/// The generator must not stall its own schedule: each call's task writes its latency into a
+/// slot allocated (and touched) before the run and is then freed, so the sender's memory stays
+/// flat. Keeping every task's handle until the end grew the generator's heap by a fresh 2 MB
+/// page every ~400 calls, and the kernel clearing each one held the sender for ~5 ms: a
+/// stall every 0.2 s at 2,000/s, counted against the server. `FIELDGUARD_BENCH_TRACE=FILE`
+/// appends `rate index latency_µs` per call, to see when slow calls happened.
 async fn open_loop<F, Fut>(rate: u64, secs: u64, call: F) -> Run
 where
     F: Fn() -> Fut + Send + 'static,
     Fut: std::future::Future<Output = bool> + Send + 'static,
 {
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    const FAILED: u64 = 1 << 63;
+    let n = (rate * secs) as usize;
+    // Nanoseconds from due to answered, `FAILED` set for an error; all touched now.
+    let slots: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(u64::MAX)).collect());
+    let done = Arc::new((AtomicUsize::new(0), tokio::sync::Notify::new()));
     let handle = tokio::runtime::Handle::current();
+    let (s, d) = (slots.clone(), done.clone());
     let sender = std::thread::spawn(move || {
         let period = Duration::from_nanos(1_000_000_000 / rate);
         let start = Instant::now() + Duration::from_millis(10);
-        let mut tasks = Vec::with_capacity((rate * secs) as usize);
-        for i in 0..(rate * secs) as u32 {
-            let due = start + period * i;
+        for i in 0..n {
+            let due = start + period * i as u32;
             if let Some(wait) = due.checked_duration_since(Instant::now()) {
                 std::thread::sleep(wait);
             }
             let f = call();
-            tasks.push(handle.spawn(async move {
+            let (s, d) = (s.clone(), d.clone());
+            drop(handle.spawn(async move {
                 let ok = f.await;
-                (due.elapsed(), ok)
+                let ns = due.elapsed().as_nanos() as u64;
+                s[i].store(if ok { ns } else { ns | FAILED }, Ordering::Release);
+                if d.0.fetch_add(1, Ordering::AcqRel) + 1 == n {
+                    d.1.notify_one();
+                }
             }));
         }
-        (tasks, start)
+        start
     });
-    let (tasks, start) = tokio::task::spawn_blocking(move || sender.join().unwrap())
+    let start = tokio::task::spawn_blocking(move || sender.join().unwrap())
         .await
         .unwrap();
-    let mut latencies = Vec::with_capacity(tasks.len());
+    if n > 0 {
+        done.1.notified().await;
+    }
+    let mut latencies = Vec::with_capacity(n);
     let mut errors = 0;
-    for t in tasks {
-        let (d, ok) = t.await.unwrap();
-        errors += usize::from(!ok);
-        latencies.push(d);
+    for slot in slots.iter() {
+        let v = slot.load(Ordering::Acquire);
+        errors += usize::from(v & FAILED != 0);
+        latencies.push(Duration::from_nanos(v & !FAILED));
+    }
+    if let Ok(p) = std::env::var("FIELDGUARD_BENCH_TRACE") {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .unwrap();
+        for (i, d) in latencies.iter().enumerate() {
+            writeln!(f, "{rate} {i} {}", d.as_micros()).unwrap();
+        }
     }
     latencies.sort();
     Run {
@@ -241,6 +275,10 @@ async fn generate() {
         ..Default::default()
     };
     handler_alone(&root.join("examples/cluster"), &request).await;
+    // `FIELDGUARD_BENCH_ONLY=handler`: the in-process figures only (for a profiler).
+    if std::env::var("FIELDGUARD_BENCH_ONLY").as_deref() == Ok("handler") {
+        return;
+    }
     {
         let server = Server::start(&[&root.join("examples/cluster")]).await;
         let client = server.analysis();
@@ -255,7 +293,10 @@ async fn generate() {
         println!(
             "service: PredictConflicts (one Deployment, 3 conflicts) over loopback, open loop, {SECONDS} s per rate, server in its own process:"
         );
-        for rate in [500, 1_000, 2_000] {
+        let rates: Vec<u64> = std::env::var("FIELDGUARD_BENCH_RATES")
+            .map(|r| r.split(',').map(|x| x.parse().unwrap()).collect())
+            .unwrap_or_else(|_| vec![500, 1_000, 2_000]);
+        for rate in rates {
             let (cpu, own) = (server.cpu(), cpu_of("self"));
             let (c, r) = (client.clone(), request.clone());
             let run = open_loop(rate, SECONDS, move || {
@@ -279,6 +320,9 @@ async fn generate() {
                 per(generator),
                 cores(generator),
             );
+        }
+        if std::env::var("FIELDGUARD_BENCH_ONLY").as_deref() == Ok("predict") {
+            return;
         }
         // The floor beside it, on the same connection: a gRPC health check does no work of
         // its own, so its cost is the transport's (HTTP/2, tonic, the runtime, the kernel).
