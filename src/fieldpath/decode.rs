@@ -85,6 +85,26 @@ impl<'a> Decoder<'a> {
         let mut has_children = false;
         let mut is_member = false;
         loop {
+            // The common shapes in compact JSON, `"f:name":{}` (a leaf field member) and
+            // `".":{}`, read without classifying a key or looking for a nested object.
+            if let Some((name, next)) = leaf_field(self.b, self.i) {
+                has_children = true;
+                let pe = PathElement::Field(Str::from(&self.s[name]));
+                self.add_member(m0, pe);
+                self.i = next;
+                if self.another()? {
+                    continue;
+                }
+                break;
+            }
+            if self.b[self.i..].starts_with(b"\".\":{}") {
+                is_member = true;
+                self.i += 6;
+                if self.another()? {
+                    continue;
+                }
+                break;
+            }
             self.ws();
             let key = self.key()?;
             self.ws();
@@ -120,14 +140,8 @@ impl<'a> Decoder<'a> {
                     }
                 }
             }
-            self.ws();
-            match self.peek() {
-                Some(b',') => self.i += 1,
-                Some(b'}') => {
-                    self.i += 1;
-                    break;
-                }
-                _ => return self.err("expected ',' or '}'"),
+            if !self.another()? {
+                break;
             }
         }
         if !has_children {
@@ -135,6 +149,23 @@ impl<'a> Decoder<'a> {
         }
         let node = Set::from_sorted_parts(self.members.split_off(m0), self.children.split_off(c0));
         Ok((Some(node), is_member))
+    }
+
+    /// After an object's entry: true past a `,`, false past the closing `}`.
+    #[inline]
+    fn another(&mut self) -> Result<bool, FieldsV1Error> {
+        let c = match self.peek() {
+            Some(c @ (b',' | b'}')) => c,
+            _ => {
+                self.ws();
+                match self.peek() {
+                    Some(c @ (b',' | b'}')) => c,
+                    _ => return self.err("expected ',' or '}'"),
+                }
+            }
+        };
+        self.i += 1;
+        Ok(c == b',')
     }
 
     #[inline]
@@ -471,6 +502,20 @@ fn quote_or_backslash(b: &[u8], from: usize) -> Option<usize> {
         j += 8;
     }
     (j..b.len()).find(|&k| matches!(b[k], b'"' | b'\\'))
+}
+
+/// `"f:NAME":{}` at `i` with NAME free of escapes and not empty: NAME's range and where the
+/// text after `{}` starts.
+#[inline]
+fn leaf_field(b: &[u8], i: usize) -> Option<(std::ops::Range<usize>, usize)> {
+    if b.get(i..i + 3)? != b"\"f:" {
+        return None;
+    }
+    let j = quote_or_backslash(b, i + 3)?;
+    if j == i + 3 || b[j] != b'"' || b.get(j + 1..j + 4)? != b":{}" {
+        return None;
+    }
+    Some((i + 3..j, j + 4))
 }
 
 /// What a key means (`parse_pe`, with the `.` marker and `f:` keys decided first).
