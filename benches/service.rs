@@ -234,8 +234,11 @@ where
     let start = tokio::task::spawn_blocking(move || sender.join().unwrap())
         .await
         .unwrap();
-    if n > 0 {
-        done.1.notified().await;
+    // Bounded: a call that never finished would otherwise hang the run.
+    if n > 0 && done.0.load(Ordering::Acquire) < n {
+        tokio::time::timeout(Duration::from_secs(60), done.1.notified())
+            .await
+            .expect("every call finished within a minute of the last one's sending");
     }
     let mut latencies = Vec::with_capacity(n);
     let mut errors = 0;
