@@ -51,7 +51,7 @@ impl PathElement {
     pub fn compare(&self, other: &PathElement) -> Ordering {
         // Field names are most of what sets hold; compare them without the general match.
         if let (PathElement::Field(a), PathElement::Field(b)) = (self, other) {
-            return a.as_bytes().cmp(b.as_bytes());
+            return value::compare_bytes(a.as_bytes(), b.as_bytes());
         }
         self.compare_other(other)
     }
@@ -59,7 +59,9 @@ impl PathElement {
     #[inline(never)]
     fn compare_other(&self, other: &PathElement) -> Ordering {
         match (self, other) {
-            (PathElement::Field(a), PathElement::Field(b)) => a.as_bytes().cmp(b.as_bytes()),
+            (PathElement::Field(a), PathElement::Field(b)) => {
+                value::compare_bytes(a.as_bytes(), b.as_bytes())
+            }
             (PathElement::Key(a), PathElement::Key(b)) => compare_keys(a, b),
             (PathElement::Value(a), PathElement::Value(b)) => value::compare(a, b),
             (PathElement::Index(a), PathElement::Index(b)) => a.cmp(b),
@@ -93,12 +95,14 @@ impl PathElement {
 
 fn compare_keys(a: &[KeyField], b: &[KeyField]) -> Ordering {
     for (x, y) in a.iter().zip(b) {
-        let c = x.name.as_bytes().cmp(y.name.as_bytes());
+        let c = value::compare_bytes(x.name.as_bytes(), y.name.as_bytes());
         if c != Ordering::Equal {
             return c;
         }
         let c = match (&x.value, &y.value) {
-            (Value::String(p), Value::String(q)) => p.as_bytes().cmp(q.as_bytes()),
+            (Value::String(p), Value::String(q)) => {
+                value::compare_bytes(p.as_bytes(), q.as_bytes())
+            }
             (p, q) => value::compare(p, q),
         };
         if c != Ordering::Equal {

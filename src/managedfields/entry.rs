@@ -110,25 +110,23 @@ fn parse_json_identity(key: &str) -> Option<Identity> {
 fn parse_plain_identity(key: &str) -> Option<Identity> {
     let mut rest = key.strip_prefix('{')?.strip_suffix('}')?;
     let mut id = Identity::default();
-    // Reads `"text"` at the start of `rest`, without escapes.
-    let quoted = |rest: &mut &str| -> Option<String> {
+    // Reads `"text"` at the start of `rest`: text without escapes or control characters.
+    fn quoted<'k>(rest: &mut &'k str) -> Option<&'k str> {
         let body = rest.strip_prefix('"')?;
-        let end = body.find(['"', '\\'])?;
+        let end = body
+            .bytes()
+            .position(|b| b == b'"' || b == b'\\' || b < 0x20)?;
         if body.as_bytes()[end] != b'"' {
             return None;
         }
-        let text = &body[..end];
-        if text.bytes().any(|b| b < 0x20) {
-            return None;
-        }
         *rest = &body[end + 1..];
-        Some(text.to_string())
-    };
+        Some(&body[..end])
+    }
     while !rest.is_empty() {
         let name = quoted(&mut rest)?;
         rest = rest.strip_prefix(':')?;
-        let value = quoted(&mut rest)?;
-        match name.as_str() {
+        let value = quoted(&mut rest)?.to_string();
+        match name {
             "manager" => id.manager = value,
             "operation" => id.operation = value,
             "apiVersion" => id.api_version = value,

@@ -49,6 +49,9 @@ pub struct ApplyOutcome {
     /// True if the merge changed the object (false for a no-op apply).
     pub changed: bool,
     pub entries: Vec<ManagedFieldsEntry>,
+    /// True when this request validated `object` against the type (duplicates allowed): a
+    /// caller may pass it back as [`ManagerOptions::validated`] with the next request.
+    pub validated: bool,
 }
 
 /// What kube-apiserver fixes per request endpoint.
@@ -80,6 +83,10 @@ pub struct ManagerOptions<'s> {
     /// Decode and encode managed fields through this cache (a caller that reads back what it
     /// wrote: see [`FieldsCache`]). The schema must outlive the cache.
     pub fields: Option<&'s FieldsCache>,
+    /// An object known to pass validation against this type with duplicates allowed (one an
+    /// earlier request reported [`ApplyOutcome::validated`]): it is not validated again when it
+    /// is this request's live object.
+    pub validated: Option<&'s Value>,
 }
 
 /// The result of a successful request, decoded.
@@ -177,10 +184,43 @@ impl<'s> FieldManager<'s> {
         }
     }
 
+    /// Tells the fields cache that the managers' sets need no reconciling with this type: the
+    /// updater leaves only such sets (each reconciled as it started, built by walks of this
+    /// type, or a part or union of those), so the next request on them skips that walk.
+    fn remember_reconciled(&self, m: &Managed) {
+        let Some(cache) = self.options.fields else {
+            return;
+        };
+        for vs in m.fields.values() {
+            debug_assert!(
+                matches!(
+                    typed::reconcile_field_set_with_schema(&vs.set, self.schema, self.type_ref),
+                    Ok(None)
+                ),
+                "an updater's set needs reconciling: {}",
+                vs.set.to_fields_v1()
+            );
+            cache.reconciled(&vs.set, self.schema, self.type_ref);
+        }
+    }
+
     fn check(&self, v: &Value, what: &str, allow_duplicates: bool) -> Result<(), ManagerError> {
+        if allow_duplicates && self.known_valid(v) {
+            return Ok(());
+        }
         typed::validate(self.schema, self.type_ref, v, allow_duplicates).map_err(|e| {
             ManagerError::Failed(format!("failed to convert {what} to smd typed: {e}"))
         })
+    }
+
+    /// True when `v` is the object the caller knows valid ([`ManagerOptions::validated`]).
+    fn known_valid(&self, v: &Value) -> bool {
+        let known = self.options.validated.is_some_and(|k| std::ptr::eq(k, v));
+        debug_assert!(
+            !known || typed::validate(self.schema, self.type_ref, v, true).is_ok(),
+            "an object passed as validated is not valid"
+        );
+        known
     }
 
     /// A server-side apply of `patch` as `manager` (`FieldManager.Apply`). `live` is the stored
@@ -196,7 +236,9 @@ impl<'s> FieldManager<'s> {
         let m = decode_with(live_entries, self.options.fields)
             .map_err(|e| ManagerError::Failed(format!("failed to decode managed fields: {e}")))?;
         let out = self.apply_managed(live, patch, m, manager, force)?;
+        self.remember_reconciled(&out.managed);
         Ok(ApplyOutcome {
+            validated: false,
             object: out.object,
             changed: out.changed,
             entries: encode_with(&out.managed, self.options.fields),
@@ -393,10 +435,10 @@ impl<'s> FieldManager<'s> {
         // three steps, which also produce its exact errors.
         let walk = match self.options.prepared {
             Some(p) => typed::apply_walk_indexed(self.schema, self.type_ref, live, &p.lists, patch),
-            None => typed::validate(self.schema, self.type_ref, live, true)
-                .is_ok()
-                .then(|| typed::apply_walk(self.schema, self.type_ref, live, patch))
-                .flatten(),
+            None => (self.known_valid(live)
+                || typed::validate(self.schema, self.type_ref, live, true).is_ok())
+            .then(|| typed::apply_walk(self.schema, self.type_ref, live, patch))
+            .flatten(),
         };
         let previous = m.fields.get(key).map(|vs| vs.set.clone());
         let fields = std::mem::take(&mut m.fields);
@@ -482,12 +524,15 @@ impl<'s> FieldManager<'s> {
             }
         };
         let new_obj = without_managed_fields(new_obj);
+        // Only an update whose managers are tracked validates the new object.
+        let validated;
         let out = if m.fields.is_empty()
             && live
                 .str_at(&["metadata", "uid"])
                 .is_some_and(|u| !u.is_empty())
         {
             // An existing object whose tracking stopped: updates do not restart it.
+            validated = false;
             Outcome {
                 object: new_obj,
                 managed: m,
@@ -497,9 +542,13 @@ impl<'s> FieldManager<'s> {
                 applier_change: None,
             }
         } else {
-            self.cap_managers(live, Cow::Owned(new_obj), m, manager)?
+            let out = self.cap_managers(live, Cow::Owned(new_obj), m, manager)?;
+            self.remember_reconciled(&out.managed);
+            validated = true;
+            out
         };
         Ok(ApplyOutcome {
+            validated,
             changed: !out.object.strict_eq(live),
             entries: encode_with(&out.managed, self.options.fields),
             object: out.object,

@@ -250,6 +250,7 @@ pub fn predict(req: &ApplyRequest) -> Prediction {
             prepared: req.live,
             capture_before: true,
             fields: None,
+            validated: None,
         },
     };
     let first = fm.apply_managed(

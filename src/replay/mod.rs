@@ -56,6 +56,8 @@ pub struct Replayer {
 struct State {
     live: Option<Arc<Value>>,
     entries: Arc<Vec<ManagedFieldsEntry>>,
+    /// The type `live` was validated against by the step that wrote it, if one did.
+    validated_as: Option<String>,
 }
 
 impl Replayer {
@@ -79,6 +81,11 @@ impl Replayer {
         // schema again; any other line is read whole, which also reports its errors.
         let mut schema_text = None;
         if line.len() <= MAX_CASE_BYTES {
+            // The quickest: the schema's text found without reading it (it may be large), and
+            // the rest of the line read alone.
+            if let Some(case) = self.known_schema_cut(line) {
+                return case;
+            }
             if let Some((rest, Some(text))) = json::parse_object_keeping(line, "schema") {
                 if let Some(loaded) = self.schemas.by_text.get(text) {
                     if let Ok(case) = parse_case(Value::Map(rest)) {
@@ -107,6 +114,21 @@ impl Replayer {
                 ..CaseResult::default()
             },
         }
+    }
+
+    /// [`Replayer::run_line`] for a line whose schema's text was loaded before (found by
+    /// comparing texts, without reading the schema) and whose other members read cleanly;
+    /// `None` for any other line.
+    fn known_schema_cut(&mut self, line: &[u8]) -> Option<CaseResult> {
+        let (start, value) = crate::value::member::locate(line, "schema")?;
+        let (text, loaded) = self.schemas.by_text.find_at_start(line.get(value..)?)?;
+        let rest = crate::value::member::without(line, start, value, text)?;
+        // The key again (in any spelling) makes the line one to read whole.
+        let (rest, None) = json::parse_object_keeping(&rest, "schema")? else {
+            return None;
+        };
+        let case = parse_case(Value::Map(rest)).ok()?;
+        Some(self.run_case_with(&case, Some(loaded)).0)
     }
 
     /// Starts a session: loads the case's schema, live object and managed fields.
@@ -161,6 +183,7 @@ impl Replayer {
             state: State {
                 live: live.map(Arc::new),
                 entries: Arc::new(entries),
+                validated_as: None,
             },
             steps_run: 0,
             prepared: self.prepared,
@@ -320,12 +343,14 @@ impl Session {
     }
 }
 
-fn conflicts_out(cs: &Conflicts) -> Vec<ConflictOut> {
-    let mut out: Vec<ConflictOut> =
+/// Conflicts as the oracle prints them, sorted by identity, then by the printed path; and
+/// its 409 message for them in that order.
+fn conflicts_out(cs: &Conflicts) -> (Vec<ConflictOut>, String) {
+    let mut out: Vec<(ConflictOut, &crate::merge::Conflict)> =
         cs.0.iter()
             .map(|c| {
                 let id = parse_identity(&c.manager).unwrap_or_default();
-                ConflictOut {
+                let printed = ConflictOut {
                     manager: id.manager,
                     operation: id.operation,
                     api_version: id.api_version,
@@ -333,37 +358,19 @@ fn conflicts_out(cs: &Conflicts) -> Vec<ConflictOut> {
                     manager_key: c.manager.clone(),
                     path: c.path.to_string(),
                     fields_v1_path: c.path.0.iter().map(serialize_path_element).collect(),
-                }
+                };
+                (printed, c)
             })
             .collect();
-    // The oracle sorts by identity, then by the printed path.
-    out.sort_by(|a, b| {
+    out.sort_by(|(a, _), (b, _)| {
         a.manager_key
             .as_bytes()
             .cmp(b.manager_key.as_bytes())
             .then_with(|| a.path.as_bytes().cmp(b.path.as_bytes()))
     });
-    out
-}
-
-/// The 409 message for conflicts in the oracle's order.
-fn conflict_message(cs: &[ConflictOut]) -> String {
-    let conflicts = Conflicts(
-        cs.iter()
-            .map(|c| crate::merge::Conflict {
-                manager: c.manager_key.clone(),
-                path: crate::fieldpath::Path(
-                    c.fields_v1_path
-                        .iter()
-                        .filter_map(|p| {
-                            crate::fieldpath::deserialize_path_element(p).ok().flatten()
-                        })
-                        .collect(),
-                ),
-            })
-            .collect(),
-    );
-    crate::managedfields::conflict_message(&conflicts)
+    let sorted = Conflicts(out.iter().map(|(_, c)| (*c).clone()).collect());
+    let message = crate::managedfields::conflict_message(&sorted);
+    (out.into_iter().map(|(p, _)| p).collect(), message)
 }
 
 /// An apply on the live object prepared as the service keeps it (for sessions that ask for it
@@ -391,6 +398,7 @@ fn prepared_apply(
             prepared: Some(&p),
             capture_before: false,
             fields: None,
+            validated: None,
         },
         api_version: fm.api_version.clone(),
         kind: fm.kind.clone(),
@@ -400,6 +408,7 @@ fn prepared_apply(
     Some(
         fm.apply_managed(p.object(), body, p.managed().clone(), manager, force)
             .map(|out| ApplyOutcome {
+                validated: false,
                 changed: out.changed,
                 entries: encode(&out.managed),
                 object: out.object,
@@ -500,6 +509,10 @@ fn run_step(sess: &mut Session, step: &StepInput, op: &str, now: i64) -> StepRes
         now,
         options: ManagerOptions {
             fields: Some(fields),
+            validated: st
+                .live
+                .as_deref()
+                .filter(|_| st.validated_as.as_ref() == Some(&type_name)),
             ..Default::default()
         },
     };
@@ -557,12 +570,12 @@ fn run_step(sess: &mut Session, step: &StepInput, op: &str, now: i64) -> StepRes
             let obj = Arc::new(obj);
             r.object = Some(obj.clone());
             st.live = Some(obj);
+            st.validated_as = o.validated.then(|| type_name.clone());
             st.entries = Arc::new(o.entries);
             r.managers = st.entries.clone();
         }
         Err(ManagerError::Conflicts(cs)) => {
-            r.conflicts = conflicts_out(&cs);
-            r.conflict_message = conflict_message(&r.conflicts);
+            (r.conflicts, r.conflict_message) = conflicts_out(&cs);
             r.error = r.conflict_message.clone();
             r.object = None;
             r.managers = st.entries.clone();

@@ -24,6 +24,16 @@ impl Cache {
         self.loaded.get(key).cloned()
     }
 
+    /// A kept key that `text` starts with, by its length, and its schema. Keys are JSON
+    /// values: one `text` starts with is its first value when what follows is not part of a
+    /// value (callers check that).
+    pub(super) fn find_at_start(&self, text: &[u8]) -> Option<(usize, Arc<Loaded>)> {
+        self.loaded
+            .iter()
+            .find(|(k, _)| text.starts_with(k.as_bytes()))
+            .map(|(k, l)| (k.len(), l.clone()))
+    }
+
     pub(super) fn insert(&mut self, key: &str, loaded: Arc<Loaded>) {
         if self.loaded.len() >= MAX_CACHED_SCHEMAS
             || self.bytes + key.len() > MAX_CACHED_SCHEMA_BYTES

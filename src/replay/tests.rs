@@ -96,3 +96,59 @@ fn schema_caches_stay_bounded() {
         assert!(r.schemas.by_json.len() <= MAX_CACHED_SCHEMAS);
     }
 }
+
+#[test]
+fn a_result_line_reusing_the_last_steps_text_is_the_line_written_in_full() {
+    // Steps with expectations (checks differ between the steps and the case), one failing.
+    let line = format!(
+        r#"{{"name":"checks","schema":{SCHEMA},"typeName":"t","steps":[{{"op":"apply","manager":"m","config":{{"apiVersion":"v1","kind":"T","a":"x"}},"expect":{{"conflicts":[]}}}},{{"op":"apply","manager":"n","config":{{"apiVersion":"v1","kind":"T","a":"y"}},"expect":{{"conflicts":[]}}}}],"expect":{{"objectChanged":false}}}}"#
+    );
+    let plain = format!(r#"{{"name":"plain","schema":{SCHEMA},"typeName":"t",{STEPS}}}"#);
+    for (line, checked) in [(line, true), (plain, false)] {
+        let res = Replayer::new().run_line(line.as_bytes());
+        let last = res.steps.last().expect("steps ran");
+        assert!(last.prints_as(&res.result), "{line}");
+        // The same result with its last step's object and managers no longer shared: each
+        // is written in full.
+        let mut unshared = res.clone();
+        let step = unshared.steps.last_mut().unwrap();
+        step.object = step.object.as_deref().map(|o| Arc::new(o.clone()));
+        step.managers = Arc::new(step.managers.to_vec());
+        assert!(!unshared.steps.last().unwrap().prints_as(&unshared.result));
+        let text = res.to_json(&is_synthetic);
+        assert_eq!(text, unshared.to_json(&is_synthetic));
+        assert_eq!(
+            text.matches("\"check\":").count(),
+            if checked { 3 } else { 0 },
+            "{text}"
+        );
+        assert_eq!(text.contains("\"passed\":false"), checked, "{text}");
+    }
+}
+
+#[test]
+fn an_updated_object_is_validated_once_and_an_applied_one_again() {
+    let line = format!(
+        r#"{{"name":"v","schema":{SCHEMA},"typeName":"t","steps":[{{"op":"update","manager":"u","object":{{"apiVersion":"v1","kind":"T","a":"z"}}}},{{"op":"apply","manager":"m","force":true,"config":{{"apiVersion":"v1","kind":"T","a":"x"}}}},{{"op":"update","manager":"u","object":{{"apiVersion":"v1","kind":"T","a":1}}}}]}}"#
+    );
+    let case = parse_case(json::parse(line.as_bytes()).unwrap()).unwrap();
+    let mut r = Replayer::new();
+    let mut s = r.session(&case).unwrap();
+    let validated_as = |s: &Session| s.state.validated_as.clone();
+    assert_eq!(validated_as(&s), None);
+    // An update validates the object it writes: the next step need not.
+    assert_eq!(s.step(&case.steps[0]).unwrap().error, "");
+    assert_eq!(validated_as(&s).as_deref(), Some("t"));
+    // An apply's merged object was not validated: the next step validates it.
+    assert_eq!(s.step(&case.steps[1]).unwrap().error, "");
+    assert_eq!(validated_as(&s), None);
+    // A refused update leaves the state (and what is known of it) as it was.
+    let refused = s.step(&case.steps[2]).unwrap();
+    assert!(refused.error.contains("new object"), "{}", refused.error);
+    assert_eq!(validated_as(&s), None);
+    // The same steps replayed with the memory: the same lines as a replay without it.
+    assert_eq!(
+        r.run_line(line.as_bytes()).to_json(&is_synthetic),
+        whole(&line)
+    );
+}

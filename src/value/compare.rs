@@ -5,6 +5,28 @@
 use super::{Map, Value};
 use std::cmp::Ordering;
 
+/// Byte-wise order of two strings (Go's string comparison). Keys and field names are mostly
+/// short: compared eight bytes at a time in place rather than through a call to `memcmp`.
+#[inline]
+pub fn compare_bytes(a: &[u8], b: &[u8]) -> Ordering {
+    let n = a.len().min(b.len());
+    let (mut x, mut y) = (&a[..n], &b[..n]);
+    while let (Some((xc, xr)), Some((yc, yr))) =
+        (x.split_first_chunk::<8>(), y.split_first_chunk::<8>())
+    {
+        if xc != yc {
+            return u64::from_be_bytes(*xc).cmp(&u64::from_be_bytes(*yc));
+        }
+        (x, y) = (xr, yr);
+    }
+    for (p, q) in x.iter().zip(y) {
+        if p != q {
+            return p.cmp(q);
+        }
+    }
+    a.len().cmp(&b.len())
+}
+
 /// smd `value.Equals`.
 pub fn equals(lhs: &Value, rhs: &Value) -> bool {
     use Value::*;
@@ -53,7 +75,7 @@ pub fn compare(lhs: &Value, rhs: &Value) -> Ordering {
         (Int(a), Int(b)) => a.cmp(b),
         (Int(_), _) => Ordering::Less,
         (_, Int(_)) => Ordering::Greater,
-        (String(a), String(b)) => a.as_bytes().cmp(b.as_bytes()),
+        (String(a), String(b)) => compare_bytes(a.as_bytes(), b.as_bytes()),
         (String(_), _) => Ordering::Less,
         (_, String(_)) => Ordering::Greater,
         (Bool(a), Bool(b)) => a.cmp(b),
@@ -111,6 +133,44 @@ fn map_compare(a: &Map, b: &Map) -> Ordering {
 mod tests {
     use super::*;
     use crate::value::Value::*;
+
+    #[test]
+    fn bytes_compare_like_slices_across_word_boundaries() {
+        let words: Vec<Vec<u8>> = [
+            "",
+            "a",
+            "b",
+            "ab",
+            "abcdefg",
+            "abcdefgh",
+            "abcdefgi",
+            "abcdefgh0",
+            "abcdefgh1",
+            "abcdefghabcdefgh",
+            "abcdefghabcdefgg",
+            "abcdefghabcdefgh\u{0}",
+            "zz",
+            "\u{ff}",
+            "containerPort",
+            "containers",
+            "metadata",
+            "metadatA",
+        ]
+        .iter()
+        .map(|w| w.as_bytes().to_vec())
+        .chain([
+            vec![0x80, 1],
+            vec![0x7f, 0xff],
+            vec![0xff; 9],
+            vec![0xff; 8],
+        ])
+        .collect();
+        for a in &words {
+            for b in &words {
+                assert_eq!(compare_bytes(a, b), a.cmp(b), "{a:?} vs {b:?}");
+            }
+        }
+    }
 
     #[test]
     fn numbers_compare_across_int_and_float() {

@@ -8,10 +8,11 @@ pub(crate) mod cursor;
 mod direct;
 pub mod gofmt;
 pub mod json;
+pub mod member;
 pub mod skim;
 pub mod yaml;
 
-pub use compare::{compare, equals};
+pub use compare::{compare, compare_bytes, equals};
 
 use compact_str::CompactString;
 use foldhash::HashMap;
