@@ -1,7 +1,7 @@
 //! JSON's tokens read from bytes, for the readers that go without serde: the skim (`skim.rs`,
 //! which checks a document and keeps what names it), the direct reader (`direct.rs`, which
-//! builds its value) and the cache's skim of watch events (`cache/skim.rs`). Each reads exactly
-//! what serde_json reads, or refuses.
+//! builds its value), the cut of one member (`member.rs`) and the cache's skim of watch events
+//! (`cache/skim.rs`). Each reads exactly what serde_json reads, or refuses.
 
 /// Nesting followed, counted from the document's root (serde_json allows 128).
 pub const DEPTH: usize = 100;
@@ -134,6 +134,48 @@ impl<'a> Cursor<'a> {
             self.at += 1;
         }
         Some(empty)
+    }
+
+    /// Passes over any value at `depth` (at its first byte), checking it as the other methods
+    /// check their tokens; a map's keys are not compared (repeated ones pass).
+    pub fn skip(&mut self, depth: usize) -> Option<()> {
+        match self.peek()? {
+            b'"' => self.string().map(drop),
+            b'{' => {
+                if self.open(depth, b'}')? {
+                    return Some(());
+                }
+                loop {
+                    self.space();
+                    if self.peek()? != b'"' {
+                        return None;
+                    }
+                    self.string()?;
+                    self.eat(b':')?;
+                    self.space();
+                    self.skip(depth + 1)?;
+                    if !self.next(b'}')? {
+                        return Some(());
+                    }
+                }
+            }
+            b'[' => {
+                if self.open(depth, b']')? {
+                    return Some(());
+                }
+                loop {
+                    self.space();
+                    self.skip(depth + 1)?;
+                    if !self.next(b']')? {
+                        return Some(());
+                    }
+                }
+            }
+            b't' => self.word(b"true"),
+            b'f' => self.word(b"false"),
+            b'n' => self.word(b"null"),
+            _ => self.number(),
+        }
     }
 
     /// After an element or entry: whether another follows (`,`) or `close` ends them.

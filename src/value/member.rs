@@ -34,7 +34,7 @@ pub fn locate(text: &[u8], key: &str) -> Option<(usize, usize)> {
         if &text[k.start..k.end] == key {
             return Some((start, c.at));
         }
-        skip(&mut c, 1)?;
+        c.skip(1)?;
         if !c.next(b'}')? {
             return None;
         }
@@ -70,47 +70,6 @@ pub fn without(text: &[u8], start: usize, value_start: usize, value_len: usize) 
     rest.extend_from_slice(&text[..from]);
     rest.extend_from_slice(&text[to..]);
     Some(rest)
-}
-
-/// Skips one value at `depth`.
-fn skip(c: &mut Cursor, depth: usize) -> Option<()> {
-    match c.peek()? {
-        b'"' => c.string().map(|_| ()),
-        b'{' => {
-            if c.open(depth, b'}')? {
-                return Some(());
-            }
-            loop {
-                c.space();
-                if c.peek()? != b'"' {
-                    return None;
-                }
-                c.string()?;
-                c.eat(b':')?;
-                c.space();
-                skip(c, depth + 1)?;
-                if !c.next(b'}')? {
-                    return Some(());
-                }
-            }
-        }
-        b'[' => {
-            if c.open(depth, b']')? {
-                return Some(());
-            }
-            loop {
-                c.space();
-                skip(c, depth + 1)?;
-                if !c.next(b']')? {
-                    return Some(());
-                }
-            }
-        }
-        b't' => c.word(b"true"),
-        b'f' => c.word(b"false"),
-        b'n' => c.word(b"null"),
-        _ => c.number(),
-    }
 }
 
 #[cfg(test)]
