@@ -207,65 +207,14 @@ impl<'a> Skim<'a> {
         }
     }
 
-    /// Passes over any value, checking it is JSON.
+    /// Passes over any value, checking it is JSON ([`Cursor::skip`]).
     fn skip(&mut self, depth: usize) -> Option<()> {
-        self.value(depth, &mut |_, _| {})
+        self.c.skip(depth)
     }
 
-    /// Passes over any value at `depth`, checking it is JSON, and hands every string token's
-    /// content range (keys and values, in order) to `seen`. Keys with escapes are fine here:
-    /// none is compared. One loop, not a call per level: FieldsV1 is many small nested
-    /// objects.
+    /// [`Cursor::value`]: passes over any value, handing every string's range to `seen`.
     fn value(&mut self, depth: usize, seen: &mut impl FnMut(usize, usize)) -> Option<()> {
-        // The containers open around the current value, innermost in the lowest bit: set for
-        // an object, clear for an array (fewer than 128 levels: `DEPTH`).
-        let mut open: u128 = 0;
-        let mut level = 0;
-        'value: loop {
-            match self.peek()? {
-                b'"' => {
-                    let t = self.c.string()?;
-                    seen(t.start, t.end);
-                }
-                b'{' => {
-                    if !self.c.open(depth + level, b'}')? {
-                        (open, level) = (open << 1 | 1, level + 1);
-                        self.key(seen)?;
-                        continue 'value;
-                    }
-                }
-                b'[' => {
-                    if !self.c.open(depth + level, b']')? {
-                        (open, level) = (open << 1, level + 1);
-                        continue 'value;
-                    }
-                }
-                b't' => self.c.word(b"true")?,
-                b'f' => self.c.word(b"false")?,
-                b'n' => self.c.word(b"null")?,
-                _ => self.c.number()?,
-            }
-            // After a value: close the containers that end here, or go on to the next member
-            // or item.
-            while level > 0 {
-                let object = open & 1 == 1;
-                if self.c.next(if object { b'}' } else { b']' })? {
-                    if object {
-                        self.key(seen)?;
-                    }
-                    continue 'value;
-                }
-                (open, level) = (open >> 1, level - 1);
-            }
-            return Some(());
-        }
-    }
-
-    /// An object's key (handed to `seen`) and its colon.
-    fn key(&mut self, seen: &mut impl FnMut(usize, usize)) -> Option<()> {
-        let t = self.string()?;
-        seen(t.start, t.end);
-        self.c.eat(b':')
+        self.c.value(depth, seen)
     }
 
     /// A value's text, as serde's `RawValue` borrows it (`None` for null).

@@ -136,46 +136,70 @@ impl<'a> Cursor<'a> {
         Some(empty)
     }
 
-    /// Passes over any value at `depth` (at its first byte), checking it as the other methods
-    /// check their tokens; a map's keys are not compared (repeated ones pass).
+    /// Passes over any value at `depth` (after spaces), checking it is JSON; a map's keys are
+    /// not compared (repeated ones pass).
     pub fn skip(&mut self, depth: usize) -> Option<()> {
-        match self.peek()? {
-            b'"' => self.string().map(drop),
-            b'{' => {
-                if self.open(depth, b'}')? {
-                    return Some(());
+        self.value(depth, &mut |_, _| {})
+    }
+
+    /// [`Cursor::skip`] that also hands every string token's content range (keys and values,
+    /// in order) to `seen`. Keys with escapes are fine here: none is compared. One loop, not a
+    /// call per level: FieldsV1 is many small nested objects.
+    pub fn value(&mut self, depth: usize, seen: &mut impl FnMut(usize, usize)) -> Option<()> {
+        // The containers open around the current value, innermost in the lowest bit: set for
+        // an object, clear for an array (fewer than 128 levels: `DEPTH`).
+        let mut open: u128 = 0;
+        let mut level = 0;
+        'value: loop {
+            self.space();
+            match self.peek()? {
+                b'"' => {
+                    let t = self.string()?;
+                    seen(t.start, t.end);
                 }
-                loop {
-                    self.space();
-                    if self.peek()? != b'"' {
-                        return None;
-                    }
-                    self.string()?;
-                    self.eat(b':')?;
-                    self.space();
-                    self.skip(depth + 1)?;
-                    if !self.next(b'}')? {
-                        return Some(());
+                b'{' => {
+                    if !self.open(depth + level, b'}')? {
+                        (open, level) = (open << 1 | 1, level + 1);
+                        self.key(seen)?;
+                        continue 'value;
                     }
                 }
+                b'[' => {
+                    if !self.open(depth + level, b']')? {
+                        (open, level) = (open << 1, level + 1);
+                        continue 'value;
+                    }
+                }
+                b't' => self.word(b"true")?,
+                b'f' => self.word(b"false")?,
+                b'n' => self.word(b"null")?,
+                _ => self.number()?,
             }
-            b'[' => {
-                if self.open(depth, b']')? {
-                    return Some(());
-                }
-                loop {
-                    self.space();
-                    self.skip(depth + 1)?;
-                    if !self.next(b']')? {
-                        return Some(());
+            // After a value: close the containers that end here, or go on to the next member
+            // or item.
+            while level > 0 {
+                let object = open & 1 == 1;
+                if self.next(if object { b'}' } else { b']' })? {
+                    if object {
+                        self.key(seen)?;
                     }
+                    continue 'value;
                 }
+                (open, level) = (open >> 1, level - 1);
             }
-            b't' => self.word(b"true"),
-            b'f' => self.word(b"false"),
-            b'n' => self.word(b"null"),
-            _ => self.number(),
+            return Some(());
         }
+    }
+
+    /// An object's key (after spaces; handed to `seen`) and its colon.
+    fn key(&mut self, seen: &mut impl FnMut(usize, usize)) -> Option<()> {
+        self.space();
+        if self.peek()? != b'"' {
+            return None;
+        }
+        let t = self.string()?;
+        seen(t.start, t.end);
+        self.eat(b':')
     }
 
     /// After an element or entry: whether another follows (`,`) or `close` ends them.
