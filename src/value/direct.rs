@@ -17,6 +17,7 @@ use super::{Map, Seen, Str, Value};
 /// The document in `text`, when it is plain (see the module's documentation); `None` otherwise.
 pub fn read(text: &str) -> Option<Value> {
     let mut r = Reader {
+        text,
         c: Cursor::new(text),
         scratch: Vec::new(),
         items: Vec::new(),
@@ -28,6 +29,8 @@ pub fn read(text: &str) -> Option<Value> {
 
 /// A [`Cursor`] that builds what it reads.
 struct Reader<'a> {
+    /// The document (the cursor's bytes, as checked UTF-8).
+    text: &'a str,
     c: Cursor<'a>,
     /// An escaped string, unescaped.
     scratch: Vec<u8>,
@@ -102,12 +105,11 @@ impl Reader<'_> {
     /// A string (at its opening quote), unescaped.
     fn string(&mut self) -> Option<Str> {
         let t = self.c.string()?;
-        let raw = &self.c.b[t.start..t.end];
         if !t.escaped {
-            // Between quotes of a `str`: whole characters.
-            return Some(Str::from(std::str::from_utf8(raw).ok()?));
+            // Between quotes of a `str`: whole characters, already checked.
+            return Some(Str::from(self.text.get(t.start..t.end)?));
         }
-        unescape(raw, &mut self.scratch);
+        unescape(&self.c.b[t.start..t.end], &mut self.scratch);
         Some(Str::from(std::str::from_utf8(&self.scratch).ok()?))
     }
 
@@ -120,7 +122,7 @@ impl Reader<'_> {
             let v = self.value(depth + 1)?;
             self.items.push(v);
             if !self.next(b']')? {
-                return Some(self.items.drain(start..).collect());
+                return Some(tail(&mut self.items, start));
             }
         }
     }
@@ -146,10 +148,21 @@ impl Reader<'_> {
             self.entries.push((key, v));
             seen.pushed_in(&self.entries[start..]);
             if !self.next(b'}')? {
-                return Some(Map::from_unique(self.entries.drain(start..).collect()));
+                return Some(Map::from_unique(tail(&mut self.entries, start)));
             }
         }
     }
+}
+
+/// The values from `start` on, moved out in one copy into a vector of their exact size.
+fn tail<T>(stack: &mut Vec<T>, start: usize) -> Vec<T> {
+    if start == 0 {
+        // `split_off(0)` would hand over the stack itself, spare capacity included.
+        let mut out = Vec::with_capacity(stack.len());
+        out.append(stack);
+        return out;
+    }
+    stack.split_off(start)
 }
 
 #[cfg(test)]

@@ -133,3 +133,34 @@ fn agrees_with_serde_on_mutated_documents() {
     }
     assert!(read_ > 500 && declined > 500, "{read_} / {declined}");
 }
+
+#[test]
+fn lists_and_maps_are_allocated_at_their_size() {
+    fn exact(v: &mut Value, at: &str) {
+        match v {
+            Value::List(items) => {
+                assert_eq!(items.capacity(), items.len(), "list at {at}");
+                for (i, item) in items.iter_mut().enumerate() {
+                    exact(item, &format!("{at}[{i}]"));
+                }
+            }
+            Value::Map(m) => {
+                let entries = m.entries_mut();
+                assert_eq!(entries.capacity(), entries.len(), "map at {at}");
+                for (k, item) in entries.iter_mut() {
+                    exact(item, &format!("{at}.{k}"));
+                }
+            }
+            _ => {}
+        }
+    }
+    // The first list and the first map read start at the bottom of their stacks (the case
+    // that must not hand over the stack itself), the later ones above other entries.
+    for text in [
+        r#"{"a":[1,2,3],"b":{"c":[4,5],"d":1},"e":[[6],[7,8,9,10,11]],"f":{"g":{"h":2}}}"#,
+        r#"[[1,2],{"a":[3],"b":{}},[],[4,5,6,7,8,9]]"#,
+    ] {
+        let mut v = read(text).unwrap();
+        exact(&mut v, "");
+    }
+}
