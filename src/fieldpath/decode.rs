@@ -9,7 +9,7 @@
 use super::element::PathElement;
 use super::serialize::{FieldsV1Error, MAX_DEPTH, PeError, parse_pe, unescape_simple};
 use super::set::Set;
-use crate::value::{Str, Value};
+use crate::value::{Str, Value, tail};
 use std::cmp::Ordering;
 
 /// Decodes FieldsV1 JSON bytes.
@@ -147,7 +147,8 @@ impl<'a> Decoder<'a> {
         if !has_children {
             return Ok((None, true));
         }
-        let node = Set::from_sorted_parts(self.members.split_off(m0), self.children.split_off(c0));
+        let node =
+            Set::from_sorted_parts(tail(&mut self.members, m0), tail(&mut self.children, c0));
         Ok((Some(node), is_member))
     }
 

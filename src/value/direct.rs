@@ -12,7 +12,7 @@
 //! builds check every document it reads against the serde path.
 
 use super::cursor::{Cursor, unescape};
-use super::{Map, Seen, Str, Value};
+use super::{Map, Seen, Str, Value, tail};
 
 /// The document in `text`, when it is plain (see the module's documentation); `None` otherwise.
 pub fn read(text: &str) -> Option<Value> {
@@ -152,17 +152,6 @@ impl Reader<'_> {
             }
         }
     }
-}
-
-/// The values from `start` on, moved out in one copy into a vector of their exact size.
-fn tail<T>(stack: &mut Vec<T>, start: usize) -> Vec<T> {
-    if start == 0 {
-        // `split_off(0)` would hand over the stack itself, spare capacity included.
-        let mut out = Vec::with_capacity(stack.len());
-        out.append(stack);
-        return out;
-    }
-    stack.split_off(start)
 }
 
 #[cfg(test)]

@@ -373,3 +373,16 @@ macro_rules! vmap {
         $crate::value::Value::Map(m)
     }};
 }
+
+/// The items of `stack` from `start` on, moved out in one copy into a vector of their exact
+/// size (readers keep the items of the node being read on a stack shared by the document).
+pub(crate) fn tail<T>(stack: &mut Vec<T>, start: usize) -> Vec<T> {
+    if start == 0 {
+        // `split_off(0)` would hand over the stack itself, spare capacity included, and give
+        // the stack a new buffer as large.
+        let mut out = Vec::with_capacity(stack.len());
+        out.append(stack);
+        return out;
+    }
+    stack.split_off(start)
+}
