@@ -420,6 +420,23 @@ impl Set {
         }
     }
 
+    /// True if [`Set::remove_recursive`] of `other` would remove anything.
+    pub fn touches_recursive(&self, other: &Set) -> bool {
+        if self.is_empty() {
+            return false;
+        }
+        for m in &other.members {
+            if find(&self.members, m).is_ok() || find_child(&self.children, m).is_ok() {
+                return true;
+            }
+        }
+        other.children.iter().any(|(pe, sub)| {
+            !other.has_member(pe)
+                && find_child(&self.children, pe)
+                    .is_ok_and(|i| self.children[i].1.touches_recursive(sub))
+        })
+    }
+
     /// Only the leaf paths: members that are not also parents.
     pub fn leaves(&self) -> Set {
         let members = self
@@ -632,11 +649,16 @@ mod tests {
             set(&[&["a", "c"], &["e", "f", "g"]]),
             set(&[&["s"], &["d"], &["x", "y"]]),
             set(&[&["a", "b"], &["a", "c", "d"]]),
+            set(&[&["a", "x"], &["e", "f", "h"], &["z"]]),
+            set(&[&["e", "f"]]),
             Set::new(),
         ] {
             let mut c = a.clone();
             c.remove_recursive(&b);
             assert!(c.equals(&a.recursive_difference(&b)), "{b:?}");
+            // It says whether anything would go, without removing it.
+            assert_eq!(a.touches_recursive(&b), !c.equals(&a), "{b:?}");
+            assert!(!Set::new().touches_recursive(&b));
         }
     }
 

@@ -10,6 +10,7 @@ use crate::managedfields::FieldsCache;
 use crate::schema::{Schema, TypeRef};
 use crate::typed::{self, ApplyWalk, Comparison};
 use crate::value::{self, Value};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
@@ -126,18 +127,20 @@ impl<'s> Updater<'s> {
         force: bool,
     ) -> Result<Comparison, UpdateError> {
         // Per API version: the comparison without that version's reset fields (`None`: it has
-        // none, and `raw` is that comparison, not copied), and what it changed (modified or
-        // added).
-        let per_version = |v: &str, raw: &Comparison| match self.ignored.get(v) {
-            Some(ex) => {
-                let c = raw.exclude(ex);
+        // none, or `raw` touches none of them, and `raw` is that comparison, not copied), and
+        // what it changed (modified or added; borrowed when one of the two is empty, as it
+        // usually is).
+        let r = &raw;
+        let per_version = move |v: &str| match self.ignored.get(v) {
+            Some(ex) if r.touches(ex) => {
+                let c = r.exclude(ex);
                 let changed = c.modified.union(&c.added);
-                (Some(c), changed)
+                (Some(c), Cow::Owned(changed))
             }
-            None => (None, raw.modified.union(&raw.added)),
+            _ => (None, changed_by(r)),
         };
-        let mut versions: BTreeMap<String, (Option<Comparison>, Set)> = BTreeMap::new();
-        versions.insert(version.to_string(), per_version(version, &raw));
+        let mut versions: BTreeMap<String, (Option<Comparison>, Cow<Set>)> = BTreeMap::new();
+        versions.insert(version.to_string(), per_version(version));
         let mut conflicts: Vec<(String, Set)> = Vec::new();
         let mut removed: Vec<String> = Vec::new();
         let mut dropped = Vec::new();
@@ -151,8 +154,8 @@ impl<'s> Updater<'s> {
             }
             let (cmp, changed) = versions
                 .entry(vs.api_version.clone())
-                .or_insert_with(|| per_version(&vs.api_version, &raw));
-            let cmp = cmp.as_ref().unwrap_or(&raw);
+                .or_insert_with(|| per_version(&vs.api_version));
+            let cmp = cmp.as_ref().unwrap_or(r);
             let cs = vs.set.intersection(changed);
             if !cs.is_empty() {
                 conflicts.push((k.clone(), cs));
@@ -184,16 +187,14 @@ impl<'s> Updater<'s> {
         }
         for k in removed {
             if let Some(vs) = managers.get_mut(&k) {
-                let rm = &versions[&vs.api_version].0.as_ref().unwrap_or(&raw).removed;
+                let rm = &versions[&vs.api_version].0.as_ref().unwrap_or(r).removed;
                 Arc::make_mut(&mut vs.set).remove_all(rm);
             }
         }
         managers.retain(|_, vs| !vs.set.is_empty());
-        Ok(versions
-            .remove(version)
-            .expect("inserted above")
-            .0
-            .unwrap_or(raw))
+        let own = versions.remove(version).expect("inserted above").0;
+        drop(versions);
+        Ok(own.unwrap_or(raw))
     }
 
     /// A non-apply write of `new` by `manager` (smd `Updater.Update`).
@@ -209,10 +210,9 @@ impl<'s> Updater<'s> {
         let raw = self.compare(live, new)?;
         let cmp = self.update_managers(raw, version, &mut managers, manager, true)?;
         let prev = managers.remove(manager).map(|v| v.set).unwrap_or_default();
-        let set = prev
-            .difference(&cmp.removed)
-            .union(&cmp.modified)
-            .union(&cmp.added);
+        let mut set = prev.difference(&cmp.removed);
+        set.union_with(cmp.modified);
+        set.union_with(cmp.added);
         let set = self.filter(version, set);
         if !set.is_empty() {
             managers.insert(
@@ -544,5 +544,16 @@ impl<'s> Updater<'s> {
             .difference(&pruned_named)
             .intersection(last_named);
         Ok(typed::remove_items(sc, tr, &merged, &dangling))
+    }
+}
+
+/// What `cmp` changed: its modified and added fields (borrowed when one of the two is empty).
+fn changed_by(cmp: &Comparison) -> Cow<'_, Set> {
+    if cmp.added.is_empty() {
+        Cow::Borrowed(&cmp.modified)
+    } else if cmp.modified.is_empty() {
+        Cow::Borrowed(&cmp.added)
+    } else {
+        Cow::Owned(cmp.modified.union(&cmp.added))
     }
 }

@@ -123,10 +123,14 @@ impl Replayer {
         let (start, value) = crate::value::member::locate(line, "schema")?;
         let (text, loaded) = self.schemas.by_text.find_at_start(line.get(value..)?)?;
         let rest = crate::value::member::without(line, start, value, text)?;
-        // The key again (in any spelling) makes the line one to read whole.
-        let (rest, None) = json::parse_object_keeping(&rest, "schema")? else {
+        // The rest read like any document (the direct reader first); the key again (in any
+        // spelling) makes the line one to read whole.
+        let Value::Map(rest) = json::parse(&rest).ok()? else {
             return None;
         };
+        if rest.get("schema").is_some() {
+            return None;
+        }
         let case = parse_case(Value::Map(rest)).ok()?;
         Some(self.run_case_with(&case, Some(loaded)).0)
     }

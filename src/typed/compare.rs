@@ -24,6 +24,13 @@ impl Comparison {
         self.added.is_empty() && self.modified.is_empty() && self.removed.is_empty()
     }
     /// Removes `exclude` (and everything below its members) from all three sets.
+    /// True if [`Comparison::exclude`] would remove anything (else it is a copy).
+    pub fn touches(&self, exclude: &Set) -> bool {
+        self.added.touches_recursive(exclude)
+            || self.modified.touches_recursive(exclude)
+            || self.removed.touches_recursive(exclude)
+    }
+
     pub fn exclude(&self, exclude: &Set) -> Comparison {
         let mut out = self.clone();
         out.added.remove_recursive(exclude);
