@@ -49,8 +49,10 @@ pub struct ApplyOutcome {
     /// True if the merge changed the object (false for a no-op apply).
     pub changed: bool,
     pub entries: Vec<ManagedFieldsEntry>,
-    /// True when this request validated `object` against the type (duplicates allowed): a
-    /// caller may pass it back as [`ManagerOptions::validated`] with the next request.
+    /// True when `object` is known valid for the type (duplicates allowed): an update validated
+    /// it, or an apply walked a config it validated over a live object known valid and pruned
+    /// nothing. A caller may pass it back as [`ManagerOptions::validated`] with the next request
+    /// (debug builds validate it anyway and compare).
     pub validated: bool,
 }
 
@@ -104,9 +106,16 @@ pub struct Outcome {
     pub before: Option<Managed>,
     /// How the applier's entry changed (applies, when known without extra work).
     pub applier_change: Option<SetChange>,
+    /// True when `object` is known valid for the type (duplicates allowed): an update validated
+    /// it, or an apply walked a valid config over a valid live object and pruned nothing.
+    pub valid: bool,
 }
 
 type Step = Result<Outcome, ManagerError>;
+
+/// What the apply leaves before timestamps: the new object (`None`: unchanged), the managers,
+/// the comparison, the applier's change, and whether the result is known valid.
+type StripApplied = (Option<Value>, Managed, Comparison, Option<SetChange>, bool);
 
 /// The metadata fields stripped from the acting manager's set after every request.
 fn strip_set() -> &'static Set {
@@ -238,7 +247,7 @@ impl<'s> FieldManager<'s> {
         let out = self.apply_managed(live, patch, m, manager, force)?;
         self.remember_reconciled(&out.managed);
         Ok(ApplyOutcome {
-            validated: false,
+            validated: out.valid,
             object: out.object,
             changed: out.changed,
             entries: encode_with(&out.managed, self.options.fields),
@@ -389,7 +398,7 @@ impl<'s> FieldManager<'s> {
         let key = identity(name, Operation::Apply, &self.api_version, &self.subresource);
         // Callers have the managers they passed in; only a synthesized state is new to them.
         let before = (self.options.capture_before && synthesized).then(|| m.clone());
-        let (obj, mut m, comparison, applier_change) =
+        let (obj, mut m, comparison, applier_change, valid) =
             self.strip_apply(live, patch, m, &key, force)?;
         let (object, changed) = match obj {
             Some(obj) => {
@@ -405,6 +414,7 @@ impl<'s> FieldManager<'s> {
             comparison: Some(comparison),
             before,
             applier_change,
+            valid,
         })
     }
 
@@ -415,7 +425,7 @@ impl<'s> FieldManager<'s> {
         mut m: Managed,
         key: &str,
         force: bool,
-    ) -> Result<(Option<Value>, Managed, Comparison, Option<SetChange>), ManagerError> {
+    ) -> Result<StripApplied, ManagerError> {
         if patch.str_at(&["apiVersion"]) != Some(self.api_version.as_str()) {
             return Err(ManagerError::BadRequest(format!(
                 "Incorrect version specified in apply patch. Specified patch version: {}, expected: {}",
@@ -495,7 +505,7 @@ impl<'s> FieldManager<'s> {
             }
             c
         });
-        Ok((applied.object, m, applied.comparison, change))
+        Ok((applied.object, m, applied.comparison, change, applied.valid))
     }
 
     /// A non-apply write (create, update, patch) of `new_obj` by `manager` (`FieldManager.Update`).
@@ -525,14 +535,12 @@ impl<'s> FieldManager<'s> {
         };
         let new_obj = without_managed_fields(new_obj);
         // Only an update whose managers are tracked validates the new object.
-        let validated;
         let out = if m.fields.is_empty()
             && live
                 .str_at(&["metadata", "uid"])
                 .is_some_and(|u| !u.is_empty())
         {
             // An existing object whose tracking stopped: updates do not restart it.
-            validated = false;
             Outcome {
                 object: new_obj,
                 managed: m,
@@ -540,15 +548,15 @@ impl<'s> FieldManager<'s> {
                 comparison: None,
                 before: None,
                 applier_change: None,
+                valid: false,
             }
         } else {
             let out = self.cap_managers(live, Cow::Owned(new_obj), m, manager)?;
             self.remember_reconciled(&out.managed);
-            validated = true;
             out
         };
         Ok(ApplyOutcome {
-            validated,
+            validated: out.valid,
             changed: !out.object.strict_eq(live),
             entries: encode_with(&out.managed, self.options.fields),
             object: out.object,
@@ -617,6 +625,8 @@ impl<'s> FieldManager<'s> {
             comparison: None,
             before: None,
             applier_change: None,
+            // Checked above.
+            valid: true,
         })
     }
 }

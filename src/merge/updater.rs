@@ -50,6 +50,10 @@ pub struct Applied {
     pub comparison: Comparison,
     /// How the applier's set changed, when the prune check worked it out.
     pub applier_change: Option<SetChange>,
+    /// True when the result (`object`, or the live object when it is `None`) is known valid for
+    /// the type, duplicates allowed: the apply walk merged a config it validated into a live
+    /// object known valid, and the prune removed nothing.
+    pub valid: bool,
 }
 
 impl<'s> Updater<'s> {
@@ -326,6 +330,7 @@ impl<'s> Updater<'s> {
         );
         let (merged, pruned_nothing, applier_change) =
             self.prune(merged, &managers, manager, last.as_ref())?;
+        let valid = pruned_nothing && merged_cmp.is_some();
         let mut unchanged = None;
         let raw = match (pruned_nothing, merged_cmp) {
             (true, Some((cmp, same))) => {
@@ -360,6 +365,7 @@ impl<'s> Updater<'s> {
             managers,
             comparison,
             applier_change,
+            valid,
         })
     }
 

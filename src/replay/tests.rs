@@ -127,9 +127,9 @@ fn a_result_line_reusing_the_last_steps_text_is_the_line_written_in_full() {
 }
 
 #[test]
-fn an_updated_object_is_validated_once_and_an_applied_one_again() {
+fn an_object_a_step_validated_is_not_validated_again() {
     let line = format!(
-        r#"{{"name":"v","schema":{SCHEMA},"typeName":"t","steps":[{{"op":"update","manager":"u","object":{{"apiVersion":"v1","kind":"T","a":"z"}}}},{{"op":"apply","manager":"m","force":true,"config":{{"apiVersion":"v1","kind":"T","a":"x"}}}},{{"op":"update","manager":"u","object":{{"apiVersion":"v1","kind":"T","a":1}}}}]}}"#
+        r#"{{"name":"v","schema":{SCHEMA},"typeName":"t","steps":[{{"op":"update","manager":"u","object":{{"apiVersion":"v1","kind":"T","a":"z"}}}},{{"op":"apply","manager":"m","force":true,"config":{{"apiVersion":"v1","kind":"T","a":"x"}}}},{{"op":"apply","manager":"m","config":{{"apiVersion":"v1","kind":"T"}}}},{{"op":"apply","manager":"m","config":{{"apiVersion":"v1","kind":"T","a":"w"}}}},{{"op":"update","manager":"u","object":{{"apiVersion":"v1","kind":"T","a":1}}}}]}}"#
     );
     let case = parse_case(json::parse(line.as_bytes()).unwrap()).unwrap();
     let mut r = Replayer::new();
@@ -139,13 +139,24 @@ fn an_updated_object_is_validated_once_and_an_applied_one_again() {
     // An update validates the object it writes: the next step need not.
     assert_eq!(s.step(&case.steps[0]).unwrap().error, "");
     assert_eq!(validated_as(&s).as_deref(), Some("t"));
-    // An apply's merged object was not validated: the next step validates it.
+    // An apply walked over a valid object that prunes nothing leaves a valid one.
     assert_eq!(s.step(&case.steps[1]).unwrap().error, "");
+    assert_eq!(validated_as(&s).as_deref(), Some("t"));
+    // An apply that prunes (`a`, which only `m` owned) leaves one to validate again.
+    let pruned = s.step(&case.steps[2]).unwrap();
+    assert_eq!(pruned.error, "");
+    assert_eq!(
+        pruned.object.as_deref().and_then(|o| o.get_path(&["a"])),
+        None
+    );
     assert_eq!(validated_as(&s), None);
+    // The next apply validates it first, and leaves a valid one again.
+    assert_eq!(s.step(&case.steps[3]).unwrap().error, "");
+    assert_eq!(validated_as(&s).as_deref(), Some("t"));
     // A refused update leaves the state (and what is known of it) as it was.
-    let refused = s.step(&case.steps[2]).unwrap();
+    let refused = s.step(&case.steps[4]).unwrap();
     assert!(refused.error.contains("new object"), "{}", refused.error);
-    assert_eq!(validated_as(&s), None);
+    assert_eq!(validated_as(&s).as_deref(), Some("t"));
     // The same steps replayed with the memory: the same lines as a replay without it.
     assert_eq!(
         r.run_line(line.as_bytes()).to_json(&is_synthetic),
