@@ -330,6 +330,8 @@ impl<'s> Updater<'s> {
         );
         let (merged, pruned_nothing, applier_change) =
             self.prune(merged, &managers, manager, last.as_ref())?;
+        // Only an apply walk comes with `merged_cmp`: it validated the config and required a
+        // live object known valid, so its merge is valid unless the prune removed something.
         let valid = pruned_nothing && merged_cmp.is_some();
         let mut unchanged = None;
         let raw = match (pruned_nothing, merged_cmp) {
