@@ -113,9 +113,16 @@ pub struct Outcome {
 
 type Step = Result<Outcome, ManagerError>;
 
-/// What the apply leaves before timestamps: the new object (`None`: unchanged), the managers,
-/// the comparison, the applier's change, and whether the result is known valid.
-type StripApplied = (Option<Value>, Managed, Comparison, Option<SetChange>, bool);
+/// What an apply leaves before its timestamp is set.
+struct Stripped {
+    /// The new object; `None` when the object does not change.
+    object: Option<Value>,
+    managed: Managed,
+    comparison: Comparison,
+    applier_change: Option<SetChange>,
+    /// The result (the new object, or else the live one) is known valid ([`Outcome::valid`]).
+    valid: bool,
+}
 
 /// The metadata fields stripped from the acting manager's set after every request.
 fn strip_set() -> &'static Set {
@@ -398,23 +405,22 @@ impl<'s> FieldManager<'s> {
         let key = identity(name, Operation::Apply, &self.api_version, &self.subresource);
         // Callers have the managers they passed in; only a synthesized state is new to them.
         let before = (self.options.capture_before && synthesized).then(|| m.clone());
-        let (obj, mut m, comparison, applier_change, valid) =
-            self.strip_apply(live, patch, m, &key, force)?;
-        let (object, changed) = match obj {
+        let mut st = self.strip_apply(live, patch, m, &key, force)?;
+        let (object, changed) = match st.object {
             Some(obj) => {
-                m.times.insert(key, Some(self.now));
+                st.managed.times.insert(key, Some(self.now));
                 (obj, true)
             }
             None => (without_managed_fields(live), false),
         };
         Ok(Outcome {
             object,
-            managed: m,
+            managed: st.managed,
             changed,
-            comparison: Some(comparison),
+            comparison: Some(st.comparison),
             before,
-            applier_change,
-            valid,
+            applier_change: st.applier_change,
+            valid: st.valid,
         })
     }
 
@@ -425,7 +431,7 @@ impl<'s> FieldManager<'s> {
         mut m: Managed,
         key: &str,
         force: bool,
-    ) -> Result<StripApplied, ManagerError> {
+    ) -> Result<Stripped, ManagerError> {
         if patch.str_at(&["apiVersion"]) != Some(self.api_version.as_str()) {
             return Err(ManagerError::BadRequest(format!(
                 "Incorrect version specified in apply patch. Specified patch version: {}, expected: {}",
@@ -505,7 +511,13 @@ impl<'s> FieldManager<'s> {
             }
             c
         });
-        Ok((applied.object, m, applied.comparison, change, applied.valid))
+        Ok(Stripped {
+            object: applied.object,
+            managed: m,
+            comparison: applied.comparison,
+            applier_change: change,
+            valid: applied.valid,
+        })
     }
 
     /// A non-apply write (create, update, patch) of `new_obj` by `manager` (`FieldManager.Update`).
