@@ -205,61 +205,79 @@ static HTML: [u8; 256] = table(Escape::Html);
 static NO_HTML: [u8; 256] = table(Escape::NoHtml);
 static MINIMAL: [u8; 256] = table(Escape::Minimal);
 
-const LO: u64 = 0x0101_0101_0101_0101;
-const HI: u64 = 0x8080_8080_8080_8080;
-
-/// True if some byte of `x` is zero.
+/// True if no byte of `s` is a control character or one of `extra`; `table` marks exactly
+/// those bytes (nonzero). Strings of sixteen bytes or more are checked sixteen at a time (the
+/// last sixteen overlapping the chunk before); shorter ones, the usual object key or value,
+/// through the table without a branch per byte.
 #[inline]
-fn has_zero(x: u64) -> bool {
-    x.wrapping_sub(LO) & !x & HI != 0
-}
-
-/// True if some byte of `x` equals `b`.
-#[inline]
-fn has_byte(x: u64, b: u8) -> bool {
-    has_zero(x ^ (b as u64 * LO))
-}
-
-/// Checks `s` eight bytes at a time: false if some byte is a control character or one of
-/// `extra` (the bytes of the tail are checked one by one).
-#[inline]
-fn none_of(s: &str, extra: &[u8]) -> bool {
+fn none_of(s: &str, extra: &[u8], table: &[u8; 256]) -> bool {
     let b = s.as_bytes();
-    let mut chunks = b.chunks_exact(8);
-    for c in &mut chunks {
-        let x = u64::from_le_bytes(c.try_into().expect("8 bytes"));
-        // A byte below 0x20 (bytes >= 0x80 are excluded by `!x & HI`).
-        if x.wrapping_sub(0x20 * LO) & !x & HI != 0 || extra.iter().any(|&e| has_byte(x, e)) {
-            return false;
+    #[cfg(target_arch = "x86_64")]
+    if b.len() >= 16 {
+        let mut at = 0;
+        while at + 16 < b.len() {
+            if any16(&b[at..at + 16], extra) {
+                return false;
+            }
+            at += 16;
         }
+        return !any16(&b[b.len() - 16..], extra);
     }
-    !chunks
-        .remainder()
-        .iter()
-        .any(|&c| c < 0x20 || extra.contains(&c))
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = extra;
+    b.iter().fold(0, |acc, &c| acc | table[c as usize]) == 0
+}
+
+/// True if one of sixteen bytes is a control character or one of `extra`.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn any16(chunk: &[u8], extra: &[u8]) -> bool {
+    mask16(chunk, extra) != 0
+}
+
+/// Which of sixteen bytes is a control character or one of `extra`: bit i set for byte i.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn mask16(chunk: &[u8], extra: &[u8]) -> u32 {
+    use std::arch::x86_64::*;
+    let chunk: &[u8; 16] = chunk.try_into().unwrap_or(&[0; 16]);
+    // SAFETY: SSE2 is part of every x86_64 target; the load is unaligned and reads the
+    // sixteen bytes of `chunk`.
+    unsafe {
+        let v = _mm_loadu_si128(chunk.as_ptr().cast());
+        // Unsigned `v <= 0x1f`: the larger of `v` and 0x1f is 0x1f.
+        let mut m = _mm_cmpeq_epi8(_mm_max_epu8(v, _mm_set1_epi8(0x1f)), _mm_set1_epi8(0x1f));
+        for &e in extra {
+            m = _mm_or_si128(m, _mm_cmpeq_epi8(v, _mm_set1_epi8(e as i8)));
+        }
+        _mm_movemask_epi8(m) as u32
+    }
 }
 
 /// True if JSON writes `s` verbatim with minimal escaping (no control byte, `"` or `\\`).
 #[inline]
 pub fn json_plain(s: &str) -> bool {
-    none_of(s, b"\"\\")
+    none_of(s, b"\"\\", &MINIMAL)
 }
 
 /// True if every escaping style writes `s` verbatim (also no `<`, `>`, `&` or the lead byte
 /// of U+2028/U+2029).
 #[inline]
 pub fn json_plain_everywhere(s: &str) -> bool {
-    none_of(s, b"\"\\<>&\xE2")
+    none_of(s, b"\"\\<>&\xE2", &HTML)
 }
 
 /// Appends `s` as a JSON string literal with the given escaping rules.
+#[inline]
 pub fn write_json_string(out: &mut String, s: &str, esc: Escape) {
     out.push('"');
     write_json_string_body(out, s, esc);
     out.push('"');
 }
 
-/// Appends the escaped contents of a JSON string literal (without the quotes).
+/// Appends the escaped contents of a JSON string literal (without the quotes). Inlined: most
+/// strings need no escaping, and for those this is a check and a copy.
+#[inline]
 pub fn write_json_string_body(out: &mut String, s: &str, esc: Escape) {
     let verbatim = match esc {
         Escape::Minimal => json_plain(s),
@@ -267,17 +285,35 @@ pub fn write_json_string_body(out: &mut String, s: &str, esc: Escape) {
     };
     if verbatim {
         out.push_str(s);
-        return;
+    } else {
+        write_escaped(out, s, esc);
     }
-    let t = match esc {
-        Escape::Html => &HTML,
-        Escape::NoHtml => &NO_HTML,
-        Escape::Minimal => &MINIMAL,
+}
+
+/// [`write_json_string_body`] for a string with something to escape.
+#[inline(never)]
+fn write_escaped(out: &mut String, s: &str, esc: Escape) {
+    let (t, special): (_, &[u8]) = match esc {
+        Escape::Html => (&HTML, b"\"\\<>&\xE2"),
+        Escape::NoHtml => (&NO_HTML, b"\"\\\xE2"),
+        Escape::Minimal => (&MINIMAL, b"\"\\"),
     };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = special;
     let bytes = s.as_bytes();
     let mut start = 0;
     let mut i = 0;
     while i < bytes.len() {
+        // Runs without anything to escape: sixteen bytes at a time.
+        #[cfg(target_arch = "x86_64")]
+        if let Some(chunk) = bytes.get(i..i + 16) {
+            let m = mask16(chunk, special);
+            if m == 0 {
+                i += 16;
+                continue;
+            }
+            i += m.trailing_zeros() as usize;
+        }
         let b = bytes[i];
         match t[b as usize] {
             0 => {
@@ -339,7 +375,7 @@ mod tests {
             seed = seed
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
-            let len = (seed >> 59) as usize;
+            let len = (seed >> 58) as usize;
             for k in 0..len {
                 let r = seed.rotate_left(k as u32 * 7) as usize;
                 s.push_str(alphabet[r % alphabet.len()]);
@@ -348,6 +384,76 @@ mod tests {
             let everywhere = minimal && !s.bytes().any(|b| matches!(b, b'<' | b'>' | b'&' | 0xE2));
             assert_eq!(json_plain(&s), minimal, "{s:?}");
             assert_eq!(json_plain_everywhere(&s), everywhere, "{s:?}");
+        }
+    }
+
+    /// Escaping long and short strings (the sixteen-byte skip over plain runs included) agrees
+    /// with escaping one character at a time, in every mode.
+    #[test]
+    fn escaping_agrees_with_char_by_char_escaping() {
+        let alphabet = [
+            "a",
+            "Z",
+            "0",
+            "\"",
+            "\\",
+            "\n",
+            "\u{1f}",
+            " ",
+            "<",
+            ">",
+            "&",
+            "é",
+            "\u{2028}",
+            "\u{2029}",
+            "\u{2027}",
+            "~",
+            "\u{7f}",
+            "abcdefghijklmnopq",
+        ];
+        let reference = |s: &str, esc: Escape| {
+            let mut out = String::from("\"");
+            for c in s.chars() {
+                match c {
+                    '"' => out.push_str("\\\""),
+                    '\\' => out.push_str("\\\\"),
+                    '\n' => out.push_str("\\n"),
+                    '\r' => out.push_str("\\r"),
+                    '\t' => out.push_str("\\t"),
+                    c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                    '<' | '>' | '&' if esc == Escape::Html => {
+                        out.push_str(&format!("\\u{:04x}", c as u32))
+                    }
+                    '\u{2028}' | '\u{2029}' if esc != Escape::Minimal => {
+                        out.push_str(&format!("\\u{:04x}", c as u32))
+                    }
+                    c => out.push(c),
+                }
+            }
+            out.push('"');
+            out
+        };
+        let mut seed = 11u64;
+        for _ in 0..3000 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let mut s = String::new();
+            for k in 0..(seed >> 58) as usize {
+                let r = seed.rotate_left(k as u32 * 5) as usize;
+                // Mostly plain text, so that runs of sixteen and more occur.
+                let pick = if r % 3 == 0 {
+                    r / 3 % alphabet.len()
+                } else {
+                    r % 3
+                };
+                s.push_str(alphabet[pick]);
+            }
+            for esc in [Escape::Html, Escape::NoHtml, Escape::Minimal] {
+                let mut got = String::new();
+                write_json_string(&mut got, &s, esc);
+                assert_eq!(got, reference(&s, esc), "{s:?} {esc:?}");
+            }
         }
     }
 
