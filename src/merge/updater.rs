@@ -201,7 +201,9 @@ impl<'s> Updater<'s> {
         Ok(own.unwrap_or(raw))
     }
 
-    /// A non-apply write of `new` by `manager` (smd `Updater.Update`).
+    /// A non-apply write of `new` by `manager` (smd `Updater.Update`). `live` and `new` must
+    /// be valid (as `typed::validate` with duplicates allowed finds them), as the field
+    /// manager checks before it calls this.
     pub fn update(
         &self,
         live: &Value,
@@ -211,7 +213,8 @@ impl<'s> Updater<'s> {
         manager: &str,
     ) -> Result<ManagedFields, UpdateError> {
         let mut managers = self.reconcile(managers)?;
-        let raw = self.compare(live, new)?;
+        let raw = typed::compare_valid(self.schema, self.type_ref, live, new)
+            .map_err(|e| UpdateError::Failed(format!("failed to compare objects: {e}")))?;
         let cmp = self.update_managers(raw, version, &mut managers, manager, true)?;
         let prev = managers.remove(manager).map(|v| v.set).unwrap_or_default();
         let mut set = prev.difference(&cmp.removed);
@@ -350,9 +353,7 @@ impl<'s> Updater<'s> {
         if pruned_nothing {
             let full = self.compare(live, &merged)?;
             debug_assert!(
-                full.added.equals(&raw.added)
-                    && full.modified.equals(&raw.modified)
-                    && full.removed.equals(&raw.removed),
+                full.equals(&raw),
                 "guided comparison disagrees with the full comparison"
             );
         }

@@ -31,6 +31,13 @@ impl Comparison {
             || self.removed.touches_recursive(exclude)
     }
 
+    /// The same three sets, structurally.
+    pub fn equals(&self, other: &Comparison) -> bool {
+        self.added.equals(&other.added)
+            && self.modified.equals(&other.modified)
+            && self.removed.equals(&other.removed)
+    }
+
     pub fn exclude(&self, exclude: &Set) -> Comparison {
         let mut out = self.clone();
         out.added.remove_recursive(exclude);
@@ -47,7 +54,29 @@ pub fn compare(
     lhs: &Value,
     rhs: &Value,
 ) -> Result<Comparison, ValidationErrors> {
-    compare_impl(schema, tr, lhs, rhs, None)
+    compare_impl(schema, tr, lhs, rhs, None, false)
+}
+
+/// [`compare`] of two values both valid for `tr` (as [`super::validate`] with duplicates
+/// allowed finds them): a subtree that is the same on both sides is not walked, since nothing
+/// in it can differ and, both sides being valid, nothing in it can be reported either. Debug
+/// builds compare with the full walk on every call.
+pub fn compare_valid(
+    schema: &Schema,
+    tr: &TypeRef,
+    lhs: &Value,
+    rhs: &Value,
+) -> Result<Comparison, ValidationErrors> {
+    let out = compare_impl(schema, tr, lhs, rhs, None, true);
+    #[cfg(debug_assertions)]
+    {
+        let full = compare_impl(schema, tr, lhs, rhs, None, false);
+        debug_assert!(
+            matches!((&out, &full), (Ok(a), Ok(b)) if a.equals(b)),
+            "skipping same subtrees changed the comparison"
+        );
+    }
+    out
 }
 
 /// Compares a validated `lhs` with `rhs = merge(lhs, config)` (nothing pruned), visiting only
@@ -60,7 +89,7 @@ pub fn compare_merged(
     rhs: &Value,
     config: &Value,
 ) -> Result<Comparison, ValidationErrors> {
-    compare_impl(schema, tr, lhs, rhs, Some(Guide(Some(config))))
+    compare_impl(schema, tr, lhs, rhs, Some(Guide(Some(config))), false)
 }
 
 /// In guided mode, the config value at the current node (`Guide(None)`: the config has none).
@@ -97,10 +126,12 @@ fn compare_impl(
     lhs: &Value,
     rhs: &Value,
     guide: Option<Guide>,
+    skip_same: bool,
 ) -> Result<Comparison, ValidationErrors> {
     let mut w = Walker {
         schema,
         errs: ValidationErrors::default(),
+        skip_same,
     };
     // The root path itself is never recorded (smd ignores empty paths).
     let d = w.node(&At::Root, tr, Some(lhs), Some(rhs), guide);
@@ -249,6 +280,8 @@ pub(super) fn leaf_diff(lhs: Option<&Value>, rhs: Option<&Value>) -> Diff {
 struct Walker<'s> {
     schema: &'s Schema,
     errs: ValidationErrors,
+    /// Both sides are valid: a subtree the same on both sides is skipped ([`compare_valid`]).
+    skip_same: bool,
 }
 
 /// The two values compared at a node, and the guide (config) value in guided mode.
@@ -271,6 +304,12 @@ impl<'s> Walker<'s> {
         if lhs.is_none() && rhs.is_none() {
             self.errs
                 .push_at(at, "at least one of lhs and rhs must be provided");
+            return Diff::default();
+        }
+        if self.skip_same
+            && let (Some(l), Some(r)) = (lhs, rhs)
+            && l.strict_eq(r)
+        {
             return Diff::default();
         }
         let a = match resolve(self.schema, tr) {

@@ -11,7 +11,7 @@ mod stored;
 mod validate;
 
 pub use apply::{ApplyWalk, apply_walk, apply_walk_indexed};
-pub use compare::{Comparison, compare, compare_merged};
+pub use compare::{Comparison, compare, compare_merged, compare_valid};
 pub use merge::merge;
 pub use reconcile::reconcile_field_set_with_schema;
 pub use remove::remove_items;

@@ -361,7 +361,9 @@ pub fn write(out: &mut String, v: &Value, style: Style) {
         }
         Value::Map(m) => {
             out.push('{');
-            if style.sort_keys {
+            // Most maps are already in key order (they were read from JSON written that way):
+            // only the others are sorted, into a vector of their entries.
+            if style.sort_keys && !m.is_sorted_by_key() {
                 for (i, (k, e)) in m.sorted_entries().into_iter().enumerate() {
                     if i > 0 {
                         out.push(',');

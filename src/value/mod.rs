@@ -260,10 +260,16 @@ impl Map {
     /// Entries sorted by key (Go's JSON encoder order).
     pub fn sorted_entries(&self) -> Vec<(&Str, &Value)> {
         let mut v: Vec<_> = self.iter().collect();
-        if !v.is_sorted_by(|a, b| a.0.as_bytes() <= b.0.as_bytes()) {
+        if !self.is_sorted_by_key() {
             v.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
         }
         v
+    }
+
+    /// True if the entries are in key order already (keys are distinct).
+    pub fn is_sorted_by_key(&self) -> bool {
+        self.entries
+            .is_sorted_by(|a, b| a.0.as_bytes() <= b.0.as_bytes())
     }
 }
 
