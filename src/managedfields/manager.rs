@@ -224,9 +224,8 @@ impl<'s> FieldManager<'s> {
         if allow_duplicates && self.known_valid(v) {
             return Ok(());
         }
-        typed::validate(self.schema, self.type_ref, v, allow_duplicates).map_err(|e| {
-            ManagerError::Failed(format!("failed to convert {what} to smd typed: {e}"))
-        })
+        typed::validate(self.schema, self.type_ref, v, allow_duplicates)
+            .map_err(|e| invalid(what, e))
     }
 
     /// True when `v` is the object the caller knows valid ([`ManagerOptions::validated`]).
@@ -606,8 +605,17 @@ impl<'s> FieldManager<'s> {
         mut m: Managed,
         key: &str,
     ) -> Step {
-        self.check(&new_obj, "new object", true)?;
-        self.check(live, "live object", true)?;
+        // Both must be valid, and a new object's error is the one reported. The live object
+        // is checked first (usually known valid already), so that the new one need only be
+        // walked where it differs from it.
+        match self.check(live, "live object", true) {
+            Ok(()) => typed::validate_beside(self.schema, self.type_ref, &new_obj, live)
+                .map_err(|e| invalid("new object", e))?,
+            Err(live_err) => {
+                self.check(&new_obj, "new object", true)?;
+                return Err(live_err);
+            }
+        }
         m.fields = self
             .updater()
             .update(
@@ -641,6 +649,11 @@ impl<'s> FieldManager<'s> {
             valid: true,
         })
     }
+}
+
+/// The error for an object that fails validation (`what`: "new object", "live object", ...).
+fn invalid(what: &str, e: typed::ValidationErrors) -> ManagerError {
+    ManagerError::Failed(format!("failed to convert {what} to smd typed: {e}"))
 }
 
 fn strip_fields(m: &mut Managed, key: &str) {

@@ -16,7 +16,7 @@ pub use merge::merge;
 pub use reconcile::reconcile_field_set_with_schema;
 pub use remove::remove_items;
 pub use stored::{OBJECT_META, to_stored_form};
-pub use validate::{to_field_set, validate, validate_to_field_set};
+pub use validate::{to_field_set, validate, validate_beside, validate_to_field_set};
 
 use crate::fieldpath::{KeyField, PathElement};
 use crate::schema::{ElementRelationship, List, Resolved, Schema, TypeRef};

@@ -25,8 +25,39 @@ pub fn validate(
         allow_duplicates,
         errs: ValidationErrors::default(),
     };
-    w.node(&At::Root, 0, tr, v);
+    w.node(&At::Root, 0, tr, v, None);
     w.errs.into_result()
+}
+
+/// [`validate`] with duplicates allowed, of `v` beside `valid`, a value of the same type known
+/// to pass that check (the live object an update replaces): a subtree equal to `valid`'s at
+/// the same place is valid too (validity depends only on the value, its type and its depth), so
+/// it is not walked. Debug builds compare with the full walk on every call.
+pub fn validate_beside(
+    schema: &Schema,
+    tr: &TypeRef,
+    v: &Value,
+    valid: &Value,
+) -> Result<(), ValidationErrors> {
+    let mut w = Walker {
+        schema,
+        validate: true,
+        build: false,
+        allow_duplicates: true,
+        errs: ValidationErrors::default(),
+    };
+    w.node(&At::Root, 0, tr, v, Some(valid));
+    let out = w.errs.into_result();
+    #[cfg(debug_assertions)]
+    {
+        let full = validate(schema, tr, v, true);
+        debug_assert_eq!(
+            out.as_ref().map_err(ToString::to_string),
+            full.as_ref().map_err(ToString::to_string),
+            "validating beside a valid value changed the result"
+        );
+    }
+    out
 }
 
 /// The field set of `v` as type `tr` (smd `ToFieldSet`): scalars and atomic containers as
@@ -40,7 +71,7 @@ pub fn to_field_set(schema: &Schema, tr: &TypeRef, v: &Value) -> Result<Set, Val
         allow_duplicates: true,
         errs: ValidationErrors::default(),
     };
-    let (_, set) = w.node(&At::Root, 0, tr, v);
+    let (_, set) = w.node(&At::Root, 0, tr, v, None);
     w.errs.into_result().map(|_| set)
 }
 
@@ -57,7 +88,7 @@ pub fn validate_to_field_set(
         allow_duplicates: false,
         errs: ValidationErrors::default(),
     };
-    let (_, set) = w.node(&At::Root, 0, tr, v);
+    let (_, set) = w.node(&At::Root, 0, tr, v, None);
     w.errs.into_result().map(|_| set)
 }
 
@@ -71,7 +102,7 @@ pub(super) fn config_part_is_valid(schema: &Schema, tr: &TypeRef, v: &Value, dep
         allow_duplicates: false,
         errs: ValidationErrors::default(),
     };
-    w.node(&At::Root, depth, tr, v);
+    w.node(&At::Root, depth, tr, v, None);
     w.errs.is_empty()
 }
 
@@ -89,7 +120,19 @@ struct Walker<'s> {
 impl<'s> Walker<'s> {
     /// Returns whether the node's own path belongs to the set, and the set below it. With
     /// `build` off (or inside an atomic part) nothing is built; validation still descends.
-    fn node(&mut self, at: &At, depth: usize, tr: &'s TypeRef, v: &Value) -> (bool, Set) {
+    /// `valid`: the same place in a value known valid ([`validate_beside`]; validation only).
+    fn node(
+        &mut self,
+        at: &At,
+        depth: usize,
+        tr: &'s TypeRef,
+        v: &Value,
+        valid: Option<&Value>,
+    ) -> (bool, Set) {
+        if valid.is_some_and(|k| k.strict_eq(v)) {
+            debug_assert!(!self.build, "only validation skips what is known valid");
+            return (false, Set::new());
+        }
         if depth > MAX_PATH_DEPTH {
             self.errs.push_at(at, "nesting too deep");
             return (false, Set::new());
@@ -122,16 +165,17 @@ impl<'s> Walker<'s> {
                         None
                     }
                 };
+                let valid = valid.and_then(Value::as_list);
                 if er == ElementRelationship::Atomic {
                     if self.validate {
                         if let Some(items) = items {
-                            self.atomic_items(at, depth, l, items);
+                            self.atomic_items(at, depth, l, items, valid);
                         }
                     }
                     return (true, Set::new());
                 }
                 match items {
-                    Some(items) => (false, self.list_items(at, depth, l, er, items)),
+                    Some(items) => (false, self.list_items(at, depth, l, er, items, valid)),
                     None => (false, Set::new()),
                 }
             }
@@ -155,7 +199,8 @@ impl<'s> Walker<'s> {
                 self.build = build;
                 let mut members = Vec::new();
                 let mut children = Vec::new();
-                for (k, val) in map.iter() {
+                let valid = valid.and_then(Value::as_map).map(|m| m.lookup());
+                for (i, (k, val)) in map.iter().enumerate() {
                     let declared = m.find_field(k);
                     let ftr = declared.map_or(&m.element_type, |f| &f.ty);
                     if self.validate && declared.is_none() && ftr.is_empty() {
@@ -163,7 +208,8 @@ impl<'s> Walker<'s> {
                             .push_at(&at.field(k), "field not declared in schema");
                         break;
                     }
-                    let (own, sub) = self.node(&at.field(k), depth + 1, ftr, val);
+                    let beside = valid.as_ref().and_then(|m| m.get_at(k, i));
+                    let (own, sub) = self.node(&at.field(k), depth + 1, ftr, val, beside);
                     if build {
                         let empty_map = matches!(val, Value::Map(x) if x.is_empty());
                         if own || val.is_null() || empty_map || declared.is_none() {
@@ -188,12 +234,20 @@ impl<'s> Walker<'s> {
     }
 
     /// Validation of an atomic list's items (they are indexed, never owned separately).
-    fn atomic_items(&mut self, at: &At, depth: usize, l: &'s List, items: &[Value]) {
+    fn atomic_items(
+        &mut self,
+        at: &At,
+        depth: usize,
+        l: &'s List,
+        items: &[Value],
+        valid: Option<&[Value]>,
+    ) {
         let saved = self.build;
         self.build = false;
         for (i, child) in items.iter().enumerate() {
             let pe = PathElement::Index(i as i64);
-            self.node(&at.item(&pe), depth + 1, &l.element_type, child);
+            let beside = valid.and_then(|v| v.get(i));
+            self.node(&at.item(&pe), depth + 1, &l.element_type, child, beside);
         }
         self.build = saved;
     }
@@ -205,12 +259,13 @@ impl<'s> Walker<'s> {
         l: &'s List,
         er: ElementRelationship,
         items: &[Value],
+        valid: Option<&[Value]>,
     ) -> Set {
         if er != ElementRelationship::Associative {
             // Not a valid relationship for a list: smd validates the items by index and owns
             // nothing below (item PEs cannot be computed).
             if self.validate {
-                self.atomic_items(at, depth, l, items);
+                self.atomic_items(at, depth, l, items, valid);
             }
             return Set::new();
         }
@@ -234,15 +289,17 @@ impl<'s> Walker<'s> {
                 if self.build && idx.is_first(i) {
                     members.push(pe.clone());
                 }
+                let beside = valid.and_then(|v| v.get(i));
                 if self.validate {
                     let saved = self.build;
                     self.build = false;
-                    self.node(&at.item(pe), depth + 1, &l.element_type, item);
+                    self.node(&at.item(pe), depth + 1, &l.element_type, item, beside);
                     self.build = saved;
                 }
                 continue;
             }
-            let (_, sub) = self.node(&at.item(pe), depth + 1, &l.element_type, item);
+            let beside = valid.and_then(|v| v.get(i));
+            let (_, sub) = self.node(&at.item(pe), depth + 1, &l.element_type, item, beside);
             if self.build {
                 members.push(pe.clone());
                 if !sub.is_empty() {

@@ -336,3 +336,65 @@ fn invalid_manifests_are_rejected_with_the_field_path() {
     let e = p.error.unwrap();
     assert!(e.contains(".spec.replicas"), "{e}");
 }
+
+/// An update validates both objects; the new object's error is the one reported when both are
+/// invalid, and a new object equal to a valid live one except in one place is still checked
+/// there (the live object's valid parts are not walked again).
+#[test]
+fn updates_report_the_invalid_object_new_first() {
+    let c = history();
+    let tr = c.schema.type_ref(&c.type_name);
+    let reset = BTreeMap::new();
+    let fm = FieldManager {
+        schema: c.schema,
+        type_ref: &tr,
+        api_version: "apps/v1".into(),
+        kind: "Deployment".into(),
+        subresource: String::new(),
+        ignored: &reset,
+        known_versions: None,
+        now: T0,
+        options: Default::default(),
+    };
+    let error = |live: &Value, new: &Value| {
+        fm.update(live, new, &c.entries, None, "edit")
+            .err()
+            .map(|e| e.to_string())
+    };
+    let valid = c.object.clone();
+    let mut bad_replicas = valid.clone();
+    set_path(
+        &mut bad_replicas,
+        &["spec", "replicas"],
+        Value::from("three"),
+    );
+    let mut bad_image = valid.clone();
+    let containers = ["spec", "template", "spec", "containers"]
+        .iter()
+        .try_fold(&mut bad_image, |v, k| v.as_map_mut()?.get_mut(k));
+    match containers {
+        Some(Value::List(items)) => {
+            let first = items[0].as_map_mut().unwrap();
+            first.insert("image", Value::Int(7));
+        }
+        other => panic!("the history's Deployment has containers: {other:?}"),
+    }
+
+    let e = error(&valid, &bad_replicas).expect("an invalid new object fails");
+    assert!(
+        e.contains("new object") && e.contains(".spec.replicas"),
+        "{e}"
+    );
+    let e = error(&valid, &bad_image).expect("an invalid container fails");
+    assert!(e.contains("new object") && e.contains(".image"), "{e}");
+    let e = error(&bad_replicas, &valid).expect("an invalid live object fails");
+    assert!(
+        e.contains("live object") && e.contains(".spec.replicas"),
+        "{e}"
+    );
+    let e = error(&bad_replicas, &bad_image).expect("both invalid fail");
+    assert!(e.contains("new object") && e.contains(".image"), "{e}");
+    let mut scaled = valid.clone();
+    set_path(&mut scaled, &["spec", "replicas"], Value::Int(9));
+    assert_eq!(error(&valid, &scaled), None);
+}
