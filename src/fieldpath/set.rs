@@ -711,6 +711,42 @@ mod tests {
         assert!(l.has(&p(&["a", "b"])));
     }
 
+    /// Intersections of sets of very different sizes and of similar ones hold exactly the
+    /// common paths.
+    #[test]
+    fn intersection_is_the_common_paths_whatever_the_sizes() {
+        let names: Vec<String> = (0..40).map(|i| format!("f{i:02}")).collect();
+        let mut seed = 5u64;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        for round in 0..300 {
+            let mut random_set = |paths: u64| {
+                let mut s = Set::new();
+                for _ in 0..paths {
+                    let depth = 1 + next(3) as usize;
+                    let path: Vec<PathElement> = (0..depth)
+                        .map(|_| PathElement::field(&names[next(40) as usize]))
+                        .collect();
+                    s.insert(&path);
+                }
+                s
+            };
+            let (a, b) = if round % 2 == 0 {
+                (random_set(200), random_set(1 + round % 4))
+            } else {
+                (random_set(1 + round % 4), random_set(60))
+            };
+            let common: Vec<Path> = a.paths().into_iter().filter(|p| b.has(&p.0)).collect();
+            let want = Set::from_paths(common.iter().map(|p| p.0.as_slice()));
+            assert!(a.intersection(&b).equals(&want), "round {round}");
+            assert!(b.intersection(&a).equals(&want), "round {round}");
+        }
+    }
+
     #[test]
     fn iteration_is_preorder_members_first() {
         let s = set(&[&["b"], &["a", "z"], &["a"], &["c", "d"]]);

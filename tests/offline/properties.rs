@@ -152,6 +152,9 @@ proptest! {
         for p in i.paths() {
             prop_assert!(a.has(&p.0) && b.has(&p.0));
         }
+        for p in a.paths() {
+            prop_assert_eq!(i.has(&p.0), b.has(&p.0));
+        }
         let d = a.difference(&b);
         for p in d.paths() {
             prop_assert!(a.has(&p.0) && !b.has(&p.0));
