@@ -716,13 +716,8 @@ mod tests {
     #[test]
     fn intersection_is_the_common_paths_whatever_the_sizes() {
         let names: Vec<String> = (0..40).map(|i| format!("f{i:02}")).collect();
-        let mut seed = 5u64;
-        let mut next = |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % n
-        };
+        let mut rng = crate::value::skim::Rng(0x5851_f42d_4c95_7f2d);
+        let mut next = |n: u64| rng.next() % n;
         for round in 0..300 {
             let mut random_set = |paths: u64| {
                 let mut s = Set::new();

@@ -380,20 +380,20 @@ fn updates_report_the_invalid_object_new_first() {
         other => panic!("the history's Deployment has containers: {other:?}"),
     }
 
-    let e = error(&valid, &bad_replicas).expect("an invalid new object fails");
-    assert!(
-        e.contains("new object") && e.contains(".spec.replicas"),
-        "{e}"
-    );
-    let e = error(&valid, &bad_image).expect("an invalid container fails");
-    assert!(e.contains("new object") && e.contains(".image"), "{e}");
-    let e = error(&bad_replicas, &valid).expect("an invalid live object fails");
-    assert!(
-        e.contains("live object") && e.contains(".spec.replicas"),
-        "{e}"
-    );
-    let e = error(&bad_replicas, &bad_image).expect("both invalid fail");
-    assert!(e.contains("new object") && e.contains(".image"), "{e}");
+    // (live, new) → which object the error names, and the path in it.
+    let cases = [
+        (&valid, &bad_replicas, "new object", ".spec.replicas"),
+        (&valid, &bad_image, "new object", ".image"),
+        (&bad_replicas, &valid, "live object", ".spec.replicas"),
+        (&bad_replicas, &bad_image, "new object", ".image"),
+    ];
+    for (live, new, which, path) in cases {
+        let e = error(live, new).unwrap_or_else(|| panic!("{which} at {path}: no error"));
+        assert!(
+            e.contains(which) && e.contains(path),
+            "{which} at {path}: {e}"
+        );
+    }
     let mut scaled = valid.clone();
     set_path(&mut scaled, &["spec", "replicas"], Value::Int(9));
     assert_eq!(error(&valid, &scaled), None);
