@@ -18,15 +18,7 @@ pub fn validate(
     v: &Value,
     allow_duplicates: bool,
 ) -> Result<(), ValidationErrors> {
-    let mut w = Walker {
-        schema,
-        validate: true,
-        build: false,
-        allow_duplicates,
-        errs: ValidationErrors::default(),
-    };
-    w.node(&At::Root, 0, tr, v, None);
-    w.errs.into_result()
+    validate_at(schema, tr, v, allow_duplicates, None)
 }
 
 /// [`validate`] with duplicates allowed, of `v` beside `valid`, a value of the same type known
@@ -39,15 +31,7 @@ pub fn validate_beside(
     v: &Value,
     valid: &Value,
 ) -> Result<(), ValidationErrors> {
-    let mut w = Walker {
-        schema,
-        validate: true,
-        build: false,
-        allow_duplicates: true,
-        errs: ValidationErrors::default(),
-    };
-    w.node(&At::Root, 0, tr, v, Some(valid));
-    let out = w.errs.into_result();
+    let out = validate_at(schema, tr, v, true, Some(valid));
     #[cfg(debug_assertions)]
     {
         let full = validate(schema, tr, v, true);
@@ -58,6 +42,25 @@ pub fn validate_beside(
         );
     }
     out
+}
+
+/// [`validate`], not walking what equals `valid` ([`validate_beside`]) when there is one.
+fn validate_at(
+    schema: &Schema,
+    tr: &TypeRef,
+    v: &Value,
+    allow_duplicates: bool,
+    valid: Option<&Value>,
+) -> Result<(), ValidationErrors> {
+    let mut w = Walker {
+        schema,
+        validate: true,
+        build: false,
+        allow_duplicates,
+        errs: ValidationErrors::default(),
+    };
+    w.node(&At::Root, 0, tr, v, valid);
+    w.errs.into_result()
 }
 
 /// The field set of `v` as type `tr` (smd `ToFieldSet`): scalars and atomic containers as
@@ -279,6 +282,7 @@ impl<'s> Walker<'s> {
         let mut children = Vec::new();
         for (i, item) in items.iter().enumerate().take(stop) {
             let Some(pe) = &idx.pes[i] else { continue };
+            let beside = valid.and_then(|v| v.get(i));
             let dup = idx.is_duplicated(i);
             if self.validate && dup && !idx.is_first(i) && !self.allow_duplicates {
                 self.errs
@@ -289,7 +293,6 @@ impl<'s> Walker<'s> {
                 if self.build && idx.is_first(i) {
                     members.push(pe.clone());
                 }
-                let beside = valid.and_then(|v| v.get(i));
                 if self.validate {
                     let saved = self.build;
                     self.build = false;
@@ -298,7 +301,6 @@ impl<'s> Walker<'s> {
                 }
                 continue;
             }
-            let beside = valid.and_then(|v| v.get(i));
             let (_, sub) = self.node(&at.item(pe), depth + 1, &l.element_type, item, beside);
             if self.build {
                 members.push(pe.clone());

@@ -433,14 +433,11 @@ mod tests {
             out.push('"');
             out
         };
-        let mut seed = 11u64;
+        let mut rng = crate::value::skim::Rng(0x2545_f491_4f6c_dd1d);
         for _ in 0..3000 {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
             let mut s = String::new();
-            for k in 0..(seed >> 58) as usize {
-                let r = seed.rotate_left(k as u32 * 5) as usize;
+            for _ in 0..rng.below(64) {
+                let r = rng.below(3 * alphabet.len());
                 // Mostly plain text, so that runs of sixteen and more occur.
                 let pick = if r % 3 == 0 {
                     r / 3 % alphabet.len()

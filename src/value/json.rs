@@ -364,26 +364,28 @@ pub fn write(out: &mut String, v: &Value, style: Style) {
             // Most maps are already in key order (they were read from JSON written that way):
             // only the others are sorted, into a vector of their entries.
             if style.sort_keys && !m.is_sorted_by_key() {
-                for (i, (k, e)) in m.sorted_entries().into_iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    write_json_string(out, k, style.escape);
-                    out.push(':');
-                    write(out, e, style);
-                }
+                write_entries(out, m.sorted_entries().into_iter(), style);
             } else {
-                for (i, (k, e)) in m.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    write_json_string(out, k, style.escape);
-                    out.push(':');
-                    write(out, e, style);
-                }
+                write_entries(out, m.iter(), style);
             }
             out.push('}');
         }
+    }
+}
+
+/// A map's entries, in the order given, separated by commas.
+fn write_entries<'v>(
+    out: &mut String,
+    entries: impl Iterator<Item = (&'v Str, &'v Value)>,
+    style: Style,
+) {
+    for (i, (k, e)) in entries.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_json_string(out, k, style.escape);
+        out.push(':');
+        write(out, e, style);
     }
 }
 
