@@ -60,7 +60,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A string (at its opening quote), its escapes checked (`\u` of a surrogate refused).
-    #[inline]
+    #[inline(always)]
     pub fn string(&mut self) -> Option<Text> {
         let b = self.b;
         let start = self.at + 1;
