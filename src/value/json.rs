@@ -364,7 +364,7 @@ pub fn write(out: &mut String, v: &Value, style: Style) {
             // Most maps are already in key order (they were read from JSON written that way):
             // only the others are sorted, into a vector of their entries.
             if style.sort_keys && !m.is_sorted_by_key() {
-                write_entries(out, m.sorted_entries().into_iter(), style);
+                write_entries(out, m.sorted_copy().into_iter(), style);
             } else {
                 write_entries(out, m.iter(), style);
             }

@@ -259,10 +259,17 @@ impl Map {
     }
     /// Entries sorted by key (Go's JSON encoder order).
     pub fn sorted_entries(&self) -> Vec<(&Str, &Value)> {
-        let mut v: Vec<_> = self.iter().collect();
-        if !self.is_sorted_by_key() {
-            v.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        if self.is_sorted_by_key() {
+            self.iter().collect()
+        } else {
+            self.sorted_copy()
         }
+    }
+
+    /// The entries, sorted by key into a new vector (for a map known to be out of order).
+    fn sorted_copy(&self) -> Vec<(&Str, &Value)> {
+        let mut v: Vec<_> = self.iter().collect();
+        v.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
         v
     }
 
