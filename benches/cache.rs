@@ -21,7 +21,7 @@ use std::time::Instant;
 struct Counting;
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
-static HEAP: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static HEAP: fieldguard::allocator::Mimalloc = fieldguard::allocator::Mimalloc;
 
 fn grew(by: usize) {
     let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;

@@ -13,7 +13,7 @@ use fieldguard::value::{Value, json, yaml};
 use std::collections::BTreeMap;
 
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: fieldguard::allocator::Mimalloc = fieldguard::allocator::Mimalloc;
 
 fn main() {
     divan::main();

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: fieldguard::allocator::Mimalloc = fieldguard::allocator::Mimalloc;
 
 const SERVER_ENV: &str = "FIELDGUARD_BENCH_SERVER";
 /// Each rate runs this long.

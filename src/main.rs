@@ -1,7 +1,7 @@
 //! The `fieldguard` binary.
 
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: fieldguard::allocator::Mimalloc = fieldguard::allocator::Mimalloc;
 
 fn main() -> std::process::ExitCode {
     fieldguard::cli::run()

@@ -10,7 +10,24 @@ use super::element::PathElement;
 use super::serialize::{FieldsV1Error, MAX_DEPTH, PeError, parse_pe, unescape_simple};
 use super::set::Set;
 use crate::value::{Str, Value, tail};
+use std::cell::RefCell;
 use std::cmp::Ordering;
+
+/// Stack entries (and scratch bytes) kept between documents; stacks grown past this (a huge
+/// document) are dropped after use instead.
+const KEEP_STACK_ENTRIES: usize = 4096;
+
+/// The stacks a decoder works on, kept per thread so that a document does not grow them anew.
+#[derive(Default)]
+struct Stacks {
+    scratch: String,
+    members: Vec<PathElement>,
+    children: Vec<(PathElement, Set)>,
+}
+
+thread_local! {
+    static STACKS: RefCell<Stacks> = RefCell::new(Stacks::default());
+}
 
 /// Decodes FieldsV1 JSON bytes.
 pub(super) fn decode(input: &[u8]) -> Result<Set, FieldsV1Error> {
@@ -18,17 +35,47 @@ pub(super) fn decode(input: &[u8]) -> Result<Set, FieldsV1Error> {
         offset: e.valid_up_to(),
         message: "invalid UTF-8".into(),
     })?;
+    // Not reentrant today; a nested call (or a thread being torn down) starts from empty stacks.
+    let stacks = STACKS
+        .try_with(|cell| {
+            cell.try_borrow_mut()
+                .map(|mut s| std::mem::take(&mut *s))
+                .ok()
+        })
+        .ok()
+        .flatten()
+        .unwrap_or_default();
     let mut d = Decoder {
         s: text,
         b: input,
         i: 0,
-        scratch: String::new(),
-        members: Vec::new(),
-        children: Vec::new(),
+        scratch: stacks.scratch,
+        members: stacks.members,
+        children: stacks.children,
     };
     d.ws();
-    let (children, _) = d.object(0)?;
-    Ok(children.unwrap_or_default())
+    let result = d
+        .object(0)
+        .map(|(children, _)| children.unwrap_or_default());
+    // An error leaves entries behind; they are dropped here, before the stacks go back.
+    d.members.clear();
+    d.children.clear();
+    if d.members.capacity() <= KEEP_STACK_ENTRIES
+        && d.children.capacity() <= KEEP_STACK_ENTRIES
+        && d.scratch.capacity() <= KEEP_STACK_ENTRIES
+    {
+        let back = Stacks {
+            scratch: d.scratch,
+            members: d.members,
+            children: d.children,
+        };
+        let _ = STACKS.try_with(|cell| {
+            if let Ok(mut s) = cell.try_borrow_mut() {
+                *s = back;
+            }
+        });
+    }
+    result
 }
 
 struct Decoder<'a> {
