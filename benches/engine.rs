@@ -3,7 +3,9 @@
 //! * `predict_deployment`: one realistic Deployment re-apply predicted end to end: parse the
 //!   manifest (JSON), typed field sets, conflicts, merged object, new managedFields, explanations.
 //! * `apply_deployment`: the same apply through the field manager only (no explanations).
-//! * `fieldsv1_decode_encode`: FieldsV1 decode + encode throughput over real managedFields.
+//! * `fieldsv1_decode_encode`: FieldsV1 decode + encode throughput over real managedFields;
+//!   `fieldsv1_decode` and `fieldsv1_encode` each half alone. Each has a `serde_json` twin over
+//!   the same bytes (`serde_json::Value`), so the ratios show in one run.
 
 use fieldguard::fieldpath::Set;
 use fieldguard::managedfields::{FieldManager, ManagedFieldsEntry, Prepared, entries_to_value};
@@ -325,6 +327,82 @@ fn fieldsv1_decode_encode(bencher: divan::Bencher) {
             for doc in &corpus {
                 let s = Set::from_fields_v1(divan::black_box(doc.as_bytes())).unwrap();
                 n += s.to_fields_v1().len();
+            }
+            n
+        });
+}
+
+/// FieldsV1 decode alone (the sets built and dropped).
+#[divan::bench]
+fn fieldsv1_decode(bencher: divan::Bencher) {
+    let corpus = fieldsv1_corpus();
+    let bytes: usize = corpus.iter().map(String::len).sum();
+    bencher
+        .counter(divan::counter::BytesCount::new(bytes))
+        .bench_local(|| {
+            let mut n = 0;
+            for doc in &corpus {
+                let s = Set::from_fields_v1(divan::black_box(doc.as_bytes())).unwrap();
+                n += s.members().len() + s.children().len();
+            }
+            n
+        });
+}
+
+/// FieldsV1 encode alone, of the sets the corpus decodes to (counted in the corpus's bytes,
+/// which the encoding reproduces).
+#[divan::bench]
+fn fieldsv1_encode(bencher: divan::Bencher) {
+    let corpus = fieldsv1_corpus();
+    let sets: Vec<Set> = corpus
+        .iter()
+        .map(|d| Set::from_fields_v1(d.as_bytes()).unwrap())
+        .collect();
+    let bytes: usize = corpus.iter().map(String::len).sum();
+    bencher
+        .counter(divan::counter::BytesCount::new(bytes))
+        .bench_local(|| {
+            let mut n = 0;
+            for s in &sets {
+                n += divan::black_box(s).to_fields_v1().len();
+            }
+            n
+        });
+}
+
+/// Reference for `fieldsv1_decode`: the corpus parsed into `serde_json::Value`.
+#[divan::bench]
+fn fieldsv1_serde_json_decode_reference(bencher: divan::Bencher) {
+    let corpus = fieldsv1_corpus();
+    let bytes: usize = corpus.iter().map(String::len).sum();
+    bencher
+        .counter(divan::counter::BytesCount::new(bytes))
+        .bench_local(|| {
+            let mut n = 0;
+            for doc in &corpus {
+                let v: serde_json::Value =
+                    serde_json::from_slice(divan::black_box(doc.as_bytes())).unwrap();
+                n += v.as_object().map_or(0, |o| o.len());
+            }
+            n
+        });
+}
+
+/// Reference for `fieldsv1_encode`: the corpus's `serde_json::Value`s written out.
+#[divan::bench]
+fn fieldsv1_serde_json_encode_reference(bencher: divan::Bencher) {
+    let corpus = fieldsv1_corpus();
+    let values: Vec<serde_json::Value> = corpus
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let bytes: usize = corpus.iter().map(String::len).sum();
+    bencher
+        .counter(divan::counter::BytesCount::new(bytes))
+        .bench_local(|| {
+            let mut n = 0;
+            for v in &values {
+                n += serde_json::to_vec(divan::black_box(v)).unwrap().len();
             }
             n
         });
