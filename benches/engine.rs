@@ -316,41 +316,35 @@ fn fieldsv1_corpus() -> Vec<String> {
     out
 }
 
-#[divan::bench]
-fn fieldsv1_decode_encode(bencher: divan::Bencher) {
-    let corpus = fieldsv1_corpus();
-    let bytes: usize = corpus.iter().map(String::len).sum();
+/// Times `f` over every item per iteration, counted in the corpus's bytes (what each item was
+/// decoded from or encodes to).
+fn over_corpus<T>(bencher: divan::Bencher, items: &[T], f: impl Fn(&T) -> usize) {
+    let bytes: usize = fieldsv1_corpus().iter().map(String::len).sum();
     bencher
         .counter(divan::counter::BytesCount::new(bytes))
-        .bench_local(|| {
-            let mut n = 0;
-            for doc in &corpus {
-                let s = Set::from_fields_v1(divan::black_box(doc.as_bytes())).unwrap();
-                n += s.to_fields_v1().len();
-            }
-            n
-        });
+        .bench_local(|| items.iter().map(|x| f(divan::black_box(x))).sum::<usize>());
+}
+
+#[divan::bench]
+fn fieldsv1_decode_encode(bencher: divan::Bencher) {
+    over_corpus(bencher, &fieldsv1_corpus(), |doc| {
+        Set::from_fields_v1(doc.as_bytes())
+            .unwrap()
+            .to_fields_v1()
+            .len()
+    });
 }
 
 /// FieldsV1 decode alone (the sets built and dropped).
 #[divan::bench]
 fn fieldsv1_decode(bencher: divan::Bencher) {
-    let corpus = fieldsv1_corpus();
-    let bytes: usize = corpus.iter().map(String::len).sum();
-    bencher
-        .counter(divan::counter::BytesCount::new(bytes))
-        .bench_local(|| {
-            let mut n = 0;
-            for doc in &corpus {
-                let s = Set::from_fields_v1(divan::black_box(doc.as_bytes())).unwrap();
-                n += s.members().len() + s.children().len();
-            }
-            n
-        });
+    over_corpus(bencher, &fieldsv1_corpus(), |doc| {
+        let s = Set::from_fields_v1(doc.as_bytes()).unwrap();
+        s.members().len() + s.children().len()
+    });
 }
 
-/// FieldsV1 encode alone, of the sets the corpus decodes to (counted in the corpus's bytes,
-/// which the encoding reproduces).
+/// FieldsV1 encode alone, of the sets the corpus decodes to.
 #[divan::bench]
 fn fieldsv1_encode(bencher: divan::Bencher) {
     let corpus = fieldsv1_corpus();
@@ -358,34 +352,16 @@ fn fieldsv1_encode(bencher: divan::Bencher) {
         .iter()
         .map(|d| Set::from_fields_v1(d.as_bytes()).unwrap())
         .collect();
-    let bytes: usize = corpus.iter().map(String::len).sum();
-    bencher
-        .counter(divan::counter::BytesCount::new(bytes))
-        .bench_local(|| {
-            let mut n = 0;
-            for s in &sets {
-                n += divan::black_box(s).to_fields_v1().len();
-            }
-            n
-        });
+    over_corpus(bencher, &sets, |s| s.to_fields_v1().len());
 }
 
 /// Reference for `fieldsv1_decode`: the corpus parsed into `serde_json::Value`.
 #[divan::bench]
 fn fieldsv1_serde_json_decode_reference(bencher: divan::Bencher) {
-    let corpus = fieldsv1_corpus();
-    let bytes: usize = corpus.iter().map(String::len).sum();
-    bencher
-        .counter(divan::counter::BytesCount::new(bytes))
-        .bench_local(|| {
-            let mut n = 0;
-            for doc in &corpus {
-                let v: serde_json::Value =
-                    serde_json::from_slice(divan::black_box(doc.as_bytes())).unwrap();
-                n += v.as_object().map_or(0, |o| o.len());
-            }
-            n
-        });
+    over_corpus(bencher, &fieldsv1_corpus(), |doc| {
+        let v: serde_json::Value = serde_json::from_slice(doc.as_bytes()).unwrap();
+        v.as_object().map_or(0, |o| o.len())
+    });
 }
 
 /// Reference for `fieldsv1_encode`: the corpus's `serde_json::Value`s written out.
@@ -396,33 +372,15 @@ fn fieldsv1_serde_json_encode_reference(bencher: divan::Bencher) {
         .iter()
         .map(|d| serde_json::from_str(d).unwrap())
         .collect();
-    let bytes: usize = corpus.iter().map(String::len).sum();
-    bencher
-        .counter(divan::counter::BytesCount::new(bytes))
-        .bench_local(|| {
-            let mut n = 0;
-            for v in &values {
-                n += serde_json::to_vec(divan::black_box(v)).unwrap().len();
-            }
-            n
-        });
+    over_corpus(bencher, &values, |v| serde_json::to_vec(v).unwrap().len());
 }
 
 /// Reference for `fieldsv1_decode_encode`: the same corpus through a general JSON parser
 /// (`serde_json::Value`) and back, so the ratio shows in one run.
 #[divan::bench]
 fn fieldsv1_serde_json_reference(bencher: divan::Bencher) {
-    let corpus = fieldsv1_corpus();
-    let bytes: usize = corpus.iter().map(String::len).sum();
-    bencher
-        .counter(divan::counter::BytesCount::new(bytes))
-        .bench_local(|| {
-            let mut n = 0;
-            for doc in &corpus {
-                let v: serde_json::Value =
-                    serde_json::from_slice(divan::black_box(doc.as_bytes())).unwrap();
-                n += serde_json::to_vec(&v).unwrap().len();
-            }
-            n
-        });
+    over_corpus(bencher, &fieldsv1_corpus(), |doc| {
+        let v: serde_json::Value = serde_json::from_slice(doc.as_bytes()).unwrap();
+        serde_json::to_vec(&v).unwrap().len()
+    });
 }

@@ -17,6 +17,24 @@ const WORD_ALIGN: usize = std::mem::size_of::<usize>();
 /// mimalloc block already has, so those take `mi_malloc` and the rest keep the aligned calls.
 pub struct Mimalloc;
 
+/// A block for `layout` from `plain` (mimalloc's call without an alignment) when every block
+/// has the alignment it asks, else from `aligned`.
+#[inline(always)]
+unsafe fn by_alignment(
+    layout: Layout,
+    plain: unsafe extern "C" fn(usize) -> *mut c_void,
+    aligned: unsafe extern "C" fn(usize, usize) -> *mut c_void,
+) -> *mut u8 {
+    // SAFETY: both are mimalloc's allocation calls, valid for any size and alignment.
+    unsafe {
+        if layout.align() <= WORD_ALIGN {
+            plain(layout.size()).cast()
+        } else {
+            aligned(layout.size(), layout.align()).cast()
+        }
+    }
+}
+
 // SAFETY: every call goes to mimalloc, which returns null on failure; blocks from `mi_malloc`
 // are word-aligned, so they are only used for layouts that ask no more; `mi_free` and
 // `mi_realloc` take blocks from either kind of call.
@@ -24,25 +42,13 @@ unsafe impl GlobalAlloc for Mimalloc {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: see the impl's comment.
-        unsafe {
-            if layout.align() <= WORD_ALIGN {
-                mi_malloc(layout.size()).cast()
-            } else {
-                mi_malloc_aligned(layout.size(), layout.align()).cast()
-            }
-        }
+        unsafe { by_alignment(layout, mi_malloc, mi_malloc_aligned) }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: see the impl's comment.
-        unsafe {
-            if layout.align() <= WORD_ALIGN {
-                mi_zalloc(layout.size()).cast()
-            } else {
-                mi_zalloc_aligned(layout.size(), layout.align()).cast()
-            }
-        }
+        unsafe { by_alignment(layout, mi_zalloc, mi_zalloc_aligned) }
     }
 
     #[inline]
