@@ -20,8 +20,11 @@ const KEEP_STACK_ENTRIES: usize = 4096;
 /// The stacks a decoder works on, kept per thread so that a document does not grow them anew.
 #[derive(Default)]
 struct Stacks {
+    /// Reused buffer for keys with escapes (every `k:` key has some).
     scratch: String,
+    /// Members of the nodes being read, innermost node last.
     members: Vec<PathElement>,
+    /// Children of the nodes being read, innermost node last.
     children: Vec<(PathElement, Set)>,
 }
 
@@ -35,59 +38,42 @@ pub(super) fn decode(input: &[u8]) -> Result<Set, FieldsV1Error> {
         offset: e.valid_up_to(),
         message: "invalid UTF-8".into(),
     })?;
-    // Not reentrant today; a nested call (or a thread being torn down) starts from empty stacks.
-    let stacks = STACKS
-        .try_with(|cell| {
-            cell.try_borrow_mut()
-                .map(|mut s| std::mem::take(&mut *s))
-                .ok()
-        })
-        .ok()
-        .flatten()
-        .unwrap_or_default();
-    let mut d = Decoder {
-        s: text,
-        b: input,
-        i: 0,
-        scratch: stacks.scratch,
-        members: stacks.members,
-        children: stacks.children,
-    };
-    d.ws();
-    let result = d
-        .object(0)
-        .map(|(children, _)| children.unwrap_or_default());
-    // An error leaves entries behind; they are dropped here, before the stacks go back.
-    d.members.clear();
-    d.children.clear();
-    if d.members.capacity() <= KEEP_STACK_ENTRIES
-        && d.children.capacity() <= KEEP_STACK_ENTRIES
-        && d.scratch.capacity() <= KEEP_STACK_ENTRIES
-    {
-        let back = Stacks {
-            scratch: d.scratch,
-            members: d.members,
-            children: d.children,
-        };
-        let _ = STACKS.try_with(|cell| {
-            if let Ok(mut s) = cell.try_borrow_mut() {
-                *s = back;
+    STACKS.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut st) => {
+            let result = decode_on(text, &mut st);
+            // An error leaves entries behind; a huge document, stacks too large to keep.
+            st.members.clear();
+            st.children.clear();
+            if st.members.capacity() > KEEP_STACK_ENTRIES
+                || st.children.capacity() > KEEP_STACK_ENTRIES
+                || st.scratch.capacity() > KEEP_STACK_ENTRIES
+            {
+                *st = Stacks::default();
             }
-        });
-    }
-    result
+            result
+        }
+        // Not reentrant today; stay correct if that changes.
+        Err(_) => decode_on(text, &mut Stacks::default()),
+    })
 }
 
-struct Decoder<'a> {
+fn decode_on(text: &str, st: &mut Stacks) -> Result<Set, FieldsV1Error> {
+    let mut d = Decoder {
+        s: text,
+        b: text.as_bytes(),
+        i: 0,
+        st,
+    };
+    d.ws();
+    let (children, _) = d.object(0)?;
+    Ok(children.unwrap_or_default())
+}
+
+struct Decoder<'a, 'st> {
     s: &'a str,
     b: &'a [u8],
     i: usize,
-    /// Reused buffer for keys with escapes (every `k:` key has some).
-    scratch: String,
-    /// Members of the nodes being read, innermost node last.
-    members: Vec<PathElement>,
-    /// Children of the nodes being read, innermost node last.
-    children: Vec<(PathElement, Set)>,
+    st: &'st mut Stacks,
 }
 
 /// A key as read: borrowed from the input, or unescaped into the decoder's scratch buffer.
@@ -107,7 +93,7 @@ enum Key {
     Invalid(String),
 }
 
-impl<'a> Decoder<'a> {
+impl<'a> Decoder<'a, '_> {
     /// Reads an object (or `null`): returns its children and whether the node is a member.
     fn object(&mut self, depth: usize) -> Result<(Option<Set>, bool), FieldsV1Error> {
         if depth > MAX_DEPTH {
@@ -128,7 +114,7 @@ impl<'a> Decoder<'a> {
             return Ok((None, true));
         }
         // This node's members and children are the stacks' tails from here.
-        let (m0, c0) = (self.members.len(), self.children.len());
+        let (m0, c0) = (self.st.members.len(), self.st.children.len());
         let mut has_children = false;
         let mut is_member = false;
         loop {
@@ -194,8 +180,10 @@ impl<'a> Decoder<'a> {
         if !has_children {
             return Ok((None, true));
         }
-        let node =
-            Set::from_sorted_parts(tail(&mut self.members, m0), tail(&mut self.children, c0));
+        let node = Set::from_sorted_parts(
+            tail(&mut self.st.members, m0),
+            tail(&mut self.st.children, c0),
+        );
         Ok((Some(node), is_member))
     }
 
@@ -218,12 +206,12 @@ impl<'a> Decoder<'a> {
 
     #[inline]
     fn add_member(&mut self, base: usize, pe: PathElement) {
-        add_member(&mut self.members, base, pe);
+        add_member(&mut self.st.members, base, pe);
     }
 
     #[inline]
     fn put_child(&mut self, base: usize, pe: PathElement, set: Set) {
-        put_child(&mut self.children, base, pe, set);
+        put_child(&mut self.st.children, base, pe, set);
     }
 
     /// Reads a key and classifies it. Keys without escapes are read in place, and `f:` ones
@@ -278,7 +266,7 @@ impl<'a> Decoder<'a> {
     fn key_str<'k>(&'k self, k: &KeyText<'a>) -> &'k str {
         match k {
             KeyText::Borrowed(s) => s,
-            KeyText::Scratch => &self.scratch,
+            KeyText::Scratch => &self.st.scratch,
         }
     }
 
@@ -299,8 +287,8 @@ impl<'a> Decoder<'a> {
         }
         // Escapes (every `k:` key has them): the common ones (`\\"`, `\\\\`, `\\/`) are
         // resolved in one pass; anything else goes to serde_json below.
-        self.scratch.clear();
-        self.scratch.push_str(&self.s[start..end]);
+        self.st.scratch.clear();
+        self.st.scratch.push_str(&self.s[start..end]);
         let mut j = end;
         let mut simple = true;
         while j < self.b.len() {
@@ -308,7 +296,7 @@ impl<'a> Decoder<'a> {
                 b'"' => break,
                 b'\\' => match self.b.get(j + 1) {
                     Some(&c @ (b'"' | b'\\' | b'/')) => {
-                        self.scratch.push(c as char);
+                        self.st.scratch.push(c as char);
                         j += 2;
                     }
                     _ => {
@@ -322,7 +310,7 @@ impl<'a> Decoder<'a> {
                     while j < self.b.len() && !matches!(self.b[j], b'"' | b'\\') {
                         j += 1;
                     }
-                    self.scratch.push_str(&self.s[from..j]);
+                    self.st.scratch.push_str(&self.s[from..j]);
                 }
             }
         }
@@ -349,13 +337,13 @@ impl<'a> Decoder<'a> {
             break;
         }
         let lit = &self.s[lit_start..=j];
-        self.scratch.clear();
-        if !unescape_simple(&lit[1..lit.len() - 1], &mut self.scratch) {
+        self.st.scratch.clear();
+        if !unescape_simple(&lit[1..lit.len() - 1], &mut self.st.scratch) {
             let owned: String = serde_json::from_str(lit).map_err(|e| FieldsV1Error {
                 offset: lit_start,
                 message: e.to_string(),
             })?;
-            self.scratch = owned;
+            self.st.scratch = owned;
         }
         self.i = j + 1;
         Ok(KeyText::Scratch)
