@@ -49,7 +49,6 @@ pub struct CaseResult {
     pub steps: Vec<StepResult>,
 }
 
-#[inline]
 fn key(out: &mut String, first: &mut bool, k: &str) {
     out.reserve(k.len() + 4);
     if !*first {

@@ -180,30 +180,32 @@ pub fn quote(s: &str) -> String {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
-/// Per byte: 0 = copy as is, 1 = escape, 2 = maybe U+2028/U+2029 (lead byte 0xE2).
-const fn table(esc: Escape) -> [u8; 256] {
+/// The bytes each style escapes besides control characters (`\xE2`: the lead byte of
+/// U+2028 and U+2029, escaped when one of those follows).
+const HTML_SPECIAL: &[u8] = b"\"\\<>&\xE2";
+const NO_HTML_SPECIAL: &[u8] = b"\"\\\xE2";
+const MINIMAL_SPECIAL: &[u8] = b"\"\\";
+
+/// Per byte: 0 = copy as is, 1 = escape, 2 = maybe U+2028/U+2029 (lead byte 0xE2): control
+/// characters and `special`.
+const fn table(special: &[u8]) -> [u8; 256] {
     let mut t = [0u8; 256];
     let mut i = 0;
     while i < 0x20 {
         t[i] = 1;
         i += 1;
     }
-    t[b'"' as usize] = 1;
-    t[b'\\' as usize] = 1;
-    if matches!(esc, Escape::Html) {
-        t[b'<' as usize] = 1;
-        t[b'>' as usize] = 1;
-        t[b'&' as usize] = 1;
-    }
-    if !matches!(esc, Escape::Minimal) {
-        t[0xE2] = 2;
+    let mut j = 0;
+    while j < special.len() {
+        t[special[j] as usize] = if special[j] == 0xE2 { 2 } else { 1 };
+        j += 1;
     }
     t
 }
 
-static HTML: [u8; 256] = table(Escape::Html);
-static NO_HTML: [u8; 256] = table(Escape::NoHtml);
-static MINIMAL: [u8; 256] = table(Escape::Minimal);
+static HTML: [u8; 256] = table(HTML_SPECIAL);
+static NO_HTML: [u8; 256] = table(NO_HTML_SPECIAL);
+static MINIMAL: [u8; 256] = table(MINIMAL_SPECIAL);
 
 /// True if no byte of `s` is a control character or one of `extra`; `table` marks exactly
 /// those bytes (nonzero). Strings of sixteen bytes or more are checked sixteen at a time (the
@@ -257,14 +259,14 @@ fn mask16(chunk: &[u8], extra: &[u8]) -> u32 {
 /// True if JSON writes `s` verbatim with minimal escaping (no control byte, `"` or `\\`).
 #[inline]
 pub fn json_plain(s: &str) -> bool {
-    none_of(s, b"\"\\", &MINIMAL)
+    none_of(s, MINIMAL_SPECIAL, &MINIMAL)
 }
 
 /// True if every escaping style writes `s` verbatim (also no `<`, `>`, `&` or the lead byte
 /// of U+2028/U+2029).
 #[inline]
 pub fn json_plain_everywhere(s: &str) -> bool {
-    none_of(s, b"\"\\<>&\xE2", &HTML)
+    none_of(s, HTML_SPECIAL, &HTML)
 }
 
 /// Appends `s` as a JSON string literal with the given escaping rules.
@@ -293,10 +295,10 @@ pub fn write_json_string_body(out: &mut String, s: &str, esc: Escape) {
 /// [`write_json_string_body`] for a string with something to escape.
 #[inline(never)]
 fn write_escaped(out: &mut String, s: &str, esc: Escape) {
-    let (t, special): (_, &[u8]) = match esc {
-        Escape::Html => (&HTML, b"\"\\<>&\xE2"),
-        Escape::NoHtml => (&NO_HTML, b"\"\\\xE2"),
-        Escape::Minimal => (&MINIMAL, b"\"\\"),
+    let (t, special) = match esc {
+        Escape::Html => (&HTML, HTML_SPECIAL),
+        Escape::NoHtml => (&NO_HTML, NO_HTML_SPECIAL),
+        Escape::Minimal => (&MINIMAL, MINIMAL_SPECIAL),
     };
     #[cfg(not(target_arch = "x86_64"))]
     let _ = special;
