@@ -30,7 +30,7 @@ fi
 n=$((10#$n)) rounds=$((10#$rounds)) k=$((10#$k))
 
 scripts/setup.sh >/dev/null
-oracle=${SSA_ORACLE:-$PWD/.oracle/bin/ssa-oracle-modern}
+oracle=${SSA_ORACLE:-$PWD/.oracle/bin/ssa-oracle}
 echo "building fieldguard (profile dist: what ships)..." >&2
 cargo build --quiet --profile dist --features generator
 ours=$PWD/target/dist/fieldguard

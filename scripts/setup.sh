@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Installs what fieldguard's tests need on a fresh Debian machine and builds the reference
-# oracle (structured-merge-diff from Debian's packages) into .oracle/. Idempotent.
+# Installs what fieldguard's tests need on a fresh Debian machine: the reference oracle
+# (structured-merge-diff v6, as Kubernetes 1.36 pins it) into .oracle/, the control plane
+# (kube-apiserver, kube-controller-manager, etcd; controlplane/) into .controlplane/, the
+# standalone apiextensions-apiserver (../shared/realapi) into .realapi/, Helm 4 and
+# PostgreSQL (../shared/helm4) into .helm4/, and the report and chart validators. Idempotent.
 #
 #   FIELDGUARD_SHARED   the project's shared material (default: ../shared)
 set -euo pipefail
@@ -14,21 +17,30 @@ if ! command -v cargo >/dev/null 2>&1; then
   exit 1
 fi
 
-if [ ! -x "$SHARED/oracle/setup.sh" ] && [ ! -f "$SHARED/oracle/setup.sh" ]; then
-  echo "setup: the shared oracle is missing at $SHARED/oracle (set FIELDGUARD_SHARED)" >&2
+if ! command -v go >/dev/null 2>&1; then
+  echo "setup: go not found (Go >= 1.26 builds the oracle and the control plane from Go modules)" >&2
   exit 1
 fi
 
-bin="$ORACLE_OUT/bin/ssa-oracle-modern"
-newest_src=$(ls -t "$SHARED"/oracle/*.go "$SHARED"/oracle/setup.sh | head -n 1)
+# The reference oracle: ../shared/oracle's program (carried in oracle/), built from Go modules
+# with the structured-merge-diff that Kubernetes 1.36 pins (oracle/go.mod) into .oracle/.
+bin="$ORACLE_OUT/bin/ssa-oracle"
+newest_src=$(ls -t oracle/*.go oracle/go.mod oracle/go.sum scripts/setup.sh | head -n 1)
 if [ -x "$bin" ] && [ "$bin" -nt "$newest_src" ]; then
   echo "setup: oracle up to date ($bin)" >&2
 else
   echo "setup: building the reference oracle into $ORACLE_OUT" >&2
-  mkdir -p "$ORACLE_OUT"
-  SSA_ORACLE_OUT="$ORACLE_OUT" bash "$SHARED/oracle/setup.sh"
+  mkdir -p "$ORACLE_OUT/bin"
+  fixtures=$(cd "$SHARED/fixtures/openapi" && pwd)
+  (cd oracle && GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
+     go build -trimpath -ldflags "-X main.builtinFixturesDir=$fixtures" -o "$bin.new" .)
+  mv -f "$bin.new" "$bin"
 fi
 "$bin" versions >/dev/null
+
+# The real control plane (the judge of built-in kinds): kube-apiserver and
+# kube-controller-manager 1.36 and etcd, from Go modules into .controlplane/.
+bash controlplane/setup.sh
 
 # The real apiserver for the tests' real tier: Kubernetes 1.36's apiextensions-apiserver with
 # etcd, built from Debian's packages by the shared script into .realapi/ (git-ignored).

@@ -7,7 +7,8 @@
 #   FIELDGUARD_DIFF_SEED    seed (default: derived from the clock, printed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Setup (downloads, the Go builds of the oracle and the real apiserver, Helm 4, validators) runs
+# Setup (downloads; the Go builds of the oracle, kube-apiserver and kube-controller-manager
+# and the real apiserver; Helm 4; validators) runs
 # beside the Rust build below, which needs none of it: on a fresh machine each leaves a core idle
 # for long stretches (downloads; rustc's single-threaded front end). Its log is kept and printed
 # when it ends; a failure stops the suite before any test runs, and leaving early stops setup.
@@ -26,10 +27,11 @@ setup_done() {
     exit "$rc"
   fi
 }
-export SSA_ORACLE="$PWD/.oracle/bin/ssa-oracle-modern"
+export SSA_ORACLE="$PWD/.oracle/bin/ssa-oracle"
 export FIELDGUARD_REQUIRE_ORACLE=1
 export FIELDGUARD_REQUIRE_VALIDATORS=1
 export FIELDGUARD_REQUIRE_REALAPI=1
+export FIELDGUARD_REQUIRE_KUBEAPI=1
 export FIELDGUARD_SHARED=${FIELDGUARD_SHARED:-$PWD/../shared}
 cargo fmt --all -- --check
 # Lints in the tests' profile with every feature (the tests' two): the dependencies' proc

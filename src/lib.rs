@@ -13,6 +13,7 @@
 //! | [`typed`] | values read through a schema: validation, field sets, merge, comparison |
 //! | [`merge`] | structured-merge-diff's updater: apply and update over managers' sets |
 //! | [`managedfields`] | kube-apiserver's field-manager layer: entries, identities, 409s |
+//! | [`defaulting`] | what kube-apiserver fills into built-in kinds before it stores them |
 //! | [`predict`] | one apply predicted, with explanations |
 //!
 //! Around it: [`replay`] (the reference oracle's case format) and [`cli`]; [`deadline`] lets
@@ -44,6 +45,7 @@ pub mod check;
 pub mod cli;
 pub mod cores;
 pub mod deadline;
+pub mod defaulting;
 pub mod fieldpath;
 pub mod history;
 pub mod live;

@@ -529,13 +529,14 @@ pub fn predict_prepared(
     // The update's own validation: what may not change once stored (metadata first), then
     // a custom resource's schema.
     let mut errors = match (live, &p.object) {
-        (Some(old), Some(stored)) => crate::validation::immutable::check(
+        (Some(old), Some(stored)) => crate::validation::immutable::check_decoded(
             &t.info.gvk.group,
             &t.info.gvk.version,
             &t.info.gvk.kind,
             t.info.custom_resource,
             old,
             stored,
+            p.decoded.as_ref().unwrap_or(stored),
         ),
         _ => Vec::new(),
     };

@@ -198,6 +198,7 @@ impl<'a> Context<'a> {
             status: None,
             error: None,
             object: Some(out.object),
+            decoded: None,
             managed: out.managed,
             ownership_changed,
             rejections: Vec::new(),

@@ -46,7 +46,8 @@ pub struct ApplyRequest<'a> {
     /// Time to stamp on entries the apply touches.
     pub now: Time,
     /// A custom resource's structural schema: the server fills its defaults into what it
-    /// stores ([`crate::validation::defaults`]). `None` for built-in kinds.
+    /// stores ([`crate::validation::defaults`]). `None` for built-in kinds, which are
+    /// defaulted by their type's name ([`crate::defaulting`]).
     pub structural: Option<&'a crate::validation::Structural>,
 }
 
@@ -144,6 +145,9 @@ pub struct Prediction {
     /// The object after the apply (without managedFields), when it succeeds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub object: Option<Value>,
+    /// A built-in kind's merged object as the apiserver validates it: defaulted, before its
+    /// Go encoding drops empty lists and maps (`None`: the same as `object`).
+    pub decoded: Option<Value>,
     /// The managed fields after the apply, when it succeeds ([`Prediction::managed_fields`]
     /// encodes them).
     #[serde(skip)]
@@ -176,6 +180,7 @@ impl Prediction {
             status: None,
             error: Some(error),
             object: None,
+            decoded: None,
             managed: Managed::default(),
             ownership_changed: false,
             rejections: Vec::new(),
@@ -313,9 +318,19 @@ pub fn predict(req: &ApplyRequest) -> Prediction {
             // What the server stores; a change that only the stored form undoes is none, and
             // so is one that defaulting puts back (the live object was read defaulted).
             let stored = crate::typed::to_stored_form(req.schema, req.type_ref, &mut out.object);
-            let defaulted = req
-                .structural
-                .is_some_and(|s| crate::validation::defaults::apply(&mut out.object, s));
+            let mut decoded = None;
+            let defaulted = match (req.structural, req.type_ref.named.as_deref()) {
+                (Some(s), _) => crate::validation::defaults::apply(&mut out.object, s),
+                // A built-in kind: defaulted, converted, through its Go type's encoding.
+                (None, Some(name)) => {
+                    let live = req.live.map(|_| live_obj);
+                    let (changed, d) =
+                        crate::defaulting::stored_object(name, &mut out.object, live);
+                    decoded = d;
+                    changed
+                }
+                (None, None) => false,
+            };
             if (stored && out.changed || defaulted) && req.live.is_some() {
                 out.changed = !crate::value::equals(live_obj, &out.object);
             }
@@ -334,6 +349,7 @@ pub fn predict(req: &ApplyRequest) -> Prediction {
                     })
                 });
             let mut p = ctx.success(out, taken);
+            p.decoded = decoded;
             if let Some(path) = unserved {
                 p.notes.push(format!(
                     "{path} is owned but not served (applied empty, e.g. `{{}}`): if it was written \

@@ -1,4 +1,4 @@
-//! Differential tests: the engine against the reference oracle (`ssa-oracle-modern`, the real
+//! Differential tests: the engine against the reference oracle (`ssa-oracle`, the real
 //! structured-merge-diff v4.6.0 behind kube-apiserver's field-manager layers).
 //!
 //! Every case is run through both; results must agree on conflicts (manager and path), the
@@ -7,7 +7,7 @@
 //! non-conflict errors (the reference prints Go internals such as
 //! `&value.valueUnstructured{Value:1}`); there only the presence of an error is compared.
 //!
-//! The oracle is found at `$SSA_ORACLE` or `.oracle/bin/ssa-oracle-modern` (built by
+//! The oracle is found at `$SSA_ORACLE` or `.oracle/bin/ssa-oracle` (built by
 //! `scripts/setup.sh`). Without it these tests fail when `FIELDGUARD_REQUIRE_ORACLE=1` (CI) and
 //! are skipped with a message otherwise.
 
@@ -22,7 +22,7 @@ fn oracle() -> Option<PathBuf> {
     let p = std::env::var_os("SSA_ORACLE")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".oracle/bin/ssa-oracle-modern")
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".oracle/bin/ssa-oracle")
         });
     if p.exists() {
         return Some(p);

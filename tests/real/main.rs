@@ -12,6 +12,7 @@
 mod support;
 
 mod apply;
+mod builtin;
 mod cli;
 mod differential;
 mod history;

@@ -6,6 +6,7 @@ pub mod fake_writes;
 pub mod grpc_raw;
 pub mod helm4;
 pub mod judge;
+pub mod kubeapi;
 pub mod process;
 pub mod proxy;
 pub mod realapi;

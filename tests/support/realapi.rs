@@ -50,15 +50,8 @@ fn built(out: &Path) -> bool {
 /// server of its own, so no module sees another's objects, CRDs or restarts, and a module's
 /// tests still share theirs.
 pub fn shared_server(key: &'static str) -> Option<&'static RealApi> {
-    type Slot = &'static OnceLock<Option<RealApi>>;
-    static SERVERS: Mutex<BTreeMap<&'static str, Slot>> = Mutex::new(BTreeMap::new());
-    // The map is held only to find the slot: servers of different modules start side by side.
-    let slot: Slot = *SERVERS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .entry(key)
-        .or_insert_with(|| Box::leak(Box::new(OnceLock::new())));
-    slot.get_or_init(|| {
+    static SERVERS: Servers<RealApi> = Mutex::new(BTreeMap::new());
+    per_module(&SERVERS, key, || {
         let out = root().join(".realapi");
         if !built(&out) {
             assert!(
@@ -68,9 +61,37 @@ pub fn shared_server(key: &'static str) -> Option<&'static RealApi> {
             eprintln!("skipping the real tier: run scripts/setup.sh to build .realapi/");
             return None;
         }
-        Some(RealApi::start(&out))
+        let l = launch(&Launch {
+            what: "the real apiserver",
+            env: "REALAPI",
+            out: &out,
+            start: &shared().join("realapi/start.sh"),
+            stop: &shared().join("realapi/stop.sh"),
+        });
+        Some(RealApi {
+            run: l.run,
+            kubeconfig: l.kubeconfig,
+            port: l.port,
+        })
     })
-    .as_ref()
+}
+
+/// Servers kept per test module, each started once.
+pub type Servers<T> = Mutex<BTreeMap<&'static str, &'static OnceLock<Option<T>>>>;
+
+/// Module `key`'s server in `servers`, started by `start` on first use (`None`: not built).
+pub fn per_module<T: Send + Sync + 'static>(
+    servers: &'static Servers<T>,
+    key: &'static str,
+    start: impl FnOnce() -> Option<T>,
+) -> Option<&'static T> {
+    // The map is held only to find the slot: servers of different modules start side by side.
+    let slot: &'static OnceLock<Option<T>> = servers
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(key)
+        .or_insert_with(|| Box::leak(Box::new(OnceLock::new())));
+    slot.get_or_init(start).as_ref()
 }
 
 /// A base port below the ephemeral range with four free ports.
@@ -98,62 +119,84 @@ fn free_base_port() -> u16 {
     panic!("no four free ports below {low}");
 }
 
-impl RealApi {
-    /// Starts one. `start.sh` gives the server 20–30 s to answer; on a loaded machine that
-    /// can be short, so a failed start is cleaned up and tried again on other ports (three
-    /// times at most; every failure's log is kept in the panic message).
-    fn start(out: &Path) -> RealApi {
-        let stop = shared().join("realapi/stop.sh");
-        let mut failures = Vec::new();
-        for _ in 0..3 {
-            let port = free_base_port();
-            let run = std::env::temp_dir()
-                .join(format!("fieldguard-realapi-{}-{port}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&run);
-            std::fs::create_dir_all(&run).unwrap();
-            let o = Command::new("bash")
-                .arg(shared().join("realapi/start.sh"))
-                .env("REALAPI_OUT", out)
-                .env("REALAPI_RUN", &run)
-                .env("REALAPI_PORT", port.to_string())
-                .output()
-                .unwrap();
-            if o.status.success() {
-                let kubeconfig = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
-                return RealApi::watched(run, kubeconfig, port, &stop);
-            }
-            let failure = String::from_utf8_lossy(&o.stderr).into_owned();
-            eprintln!("the real apiserver did not start on port {port}: {failure}");
-            failures.push(failure);
-            let _ = Command::new("bash").arg(&stop).arg(&run).status();
-            let _ = std::fs::remove_dir_all(&run);
-        }
-        panic!(
-            "the real apiserver did not start (3 tries):\n{}",
-            failures.join("\n---\n")
-        );
-    }
+/// How to start one kind of server: a `start.sh` that takes where its binaries are, its run
+/// directory and its base port from `{env}_OUT`, `{env}_RUN` and `{env}_PORT` and prints its
+/// kubeconfig's path, and the `stop.sh` that stops it given the run directory.
+pub struct Launch<'a> {
+    pub what: &'a str,
+    pub env: &'a str,
+    pub out: &'a Path,
+    pub start: &'a Path,
+    pub stop: &'a Path,
+}
 
-    /// Hands the started server to a watchdog that stops it when this test binary is gone.
-    fn watched(run: PathBuf, kubeconfig: PathBuf, port: u16, stop: &Path) -> RealApi {
-        let status = Command::new("bash")
-            .arg("-c")
-            .arg(
-                r#"( while kill -0 "$FG_PID" 2>/dev/null; do sleep 0.5; done; bash "$FG_STOP" "$FG_RUN"; rm -rf "$FG_RUN" ) >/dev/null 2>&1 </dev/null &"#,
-            )
-            .env("FG_PID", std::process::id().to_string())
-            .env("FG_STOP", stop)
-            .env("FG_RUN", &run)
-            .status()
+/// A started server: run directory, kubeconfig, base port.
+pub struct Launched {
+    pub run: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub port: u16,
+}
+
+/// Starts a server. A start script gives it a while to answer; on a loaded machine that can
+/// be short, so a failed start is cleaned up and tried again on other ports (three times at
+/// most; every failure's log is kept in the panic message). A watchdog process stops the
+/// server when this test binary is gone, however it ends.
+pub fn launch(l: &Launch) -> Launched {
+    let mut failures = Vec::new();
+    for _ in 0..3 {
+        let port = free_base_port();
+        let run = std::env::temp_dir().join(format!(
+            "fieldguard-{}-{}-{port}",
+            l.env.to_lowercase(),
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&run);
+        std::fs::create_dir_all(&run).unwrap();
+        let o = Command::new("bash")
+            .arg(l.start)
+            .env(format!("{}_OUT", l.env), l.out)
+            .env(format!("{}_RUN", l.env), &run)
+            .env(format!("{}_PORT", l.env), port.to_string())
+            .output()
             .unwrap();
-        assert!(status.success(), "the watchdog did not start");
-        RealApi {
-            run,
-            kubeconfig,
-            port,
+        if o.status.success() {
+            let kubeconfig = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+            watchdog(&run, l.stop);
+            return Launched {
+                run,
+                kubeconfig,
+                port,
+            };
         }
+        let failure = String::from_utf8_lossy(&o.stderr).into_owned();
+        eprintln!("{} did not start on port {port}: {failure}", l.what);
+        failures.push(failure);
+        let _ = Command::new("bash").arg(l.stop).arg(&run).status();
+        let _ = std::fs::remove_dir_all(&run);
     }
+    panic!(
+        "{} did not start (3 tries):\n{}",
+        l.what,
+        failures.join("\n---\n")
+    );
+}
 
+/// Hands a started server to a watchdog that stops it when this test binary is gone.
+fn watchdog(run: &Path, stop: &Path) {
+    let status = Command::new("bash")
+        .arg("-c")
+        .arg(
+            r#"( while kill -0 "$FG_PID" 2>/dev/null; do sleep 0.5; done; bash "$FG_STOP" "$FG_RUN"; rm -rf "$FG_RUN" ) >/dev/null 2>&1 </dev/null &"#,
+        )
+        .env("FG_PID", std::process::id().to_string())
+        .env("FG_STOP", stop)
+        .env("FG_RUN", run)
+        .status()
+        .unwrap();
+    assert!(status.success(), "the watchdog did not start");
+}
+
+impl RealApi {
     /// Where clients connect (the shim in front of the apiserver).
     pub fn addr(&self) -> std::net::SocketAddr {
         ([127, 0, 0, 1], self.port + 3).into()

@@ -2,6 +2,7 @@
 //! ResourceQuotas (`pkg/apis/core/validation/validation.go` unless said otherwise).
 
 use super::{FIELD_IMMUTABLE, Quantity, Rule, Update, forbidden, invalid, render, same, str_at};
+use crate::defaulting::stored;
 use crate::validation::FieldError;
 use crate::value::Value;
 use std::cmp::Ordering;
@@ -325,10 +326,17 @@ fn claim(u: &Update) -> Vec<FieldError> {
         }
     }
     if !same(super::at(&old_c, &["spec"]), super::at(&new_c, &["spec"])) {
-        // The server appends a diff of its internal spec (go-cmp output, not reproduced).
+        // With a diff of the two internal specs.
+        let diff = render::internal_diff(
+            "PersistentVolumeClaimSpec",
+            super::at(&old_c, &["spec"]).unwrap_or(&Value::Null),
+            super::at(&new_c, &["spec"]).unwrap_or(&Value::Null),
+        );
         errs.push(forbidden(
             "spec",
-            "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims",
+            &format!(
+                "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims\n{diff}"
+            ),
         ));
     }
     let requested = ["spec", "resources", "requests", "storage"];
@@ -591,26 +599,6 @@ fn config_map(u: &Update) -> Vec<FieldError> {
     errs
 }
 
-/// A Secret's `data` as the server sees it: `stringData` folded in (base64), as the conversion
-/// to the internal type does before validation.
-fn secret_data(v: &Value) -> Option<Value> {
-    use base64::Engine;
-    let data = super::at(v, &["data"]).cloned();
-    let Some(Value::Map(strings)) = super::at(v, &["stringData"]) else {
-        return data;
-    };
-    let mut out = match data {
-        Some(Value::Map(m)) => m,
-        _ => crate::value::Map::new(),
-    };
-    for (k, s) in strings.iter() {
-        let s = s.as_str().unwrap_or("");
-        let b64 = base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
-        out.insert(k.clone(), Value::from(b64.as_str()));
-    }
-    Some(Value::Map(out))
-}
-
 fn secret(u: &Update) -> Vec<FieldError> {
     let mut errs = Vec::new();
     // A Secret without a type is defaulted to Opaque.
@@ -627,7 +615,10 @@ fn secret(u: &Update) -> Vec<FieldError> {
         if !immutable_flag(u.new) {
             errs.push(forbidden("immutable", WHEN_IMMUTABLE));
         }
-        if !same(secret_data(u.old).as_ref(), secret_data(u.new).as_ref()) {
+        if !same(
+            stored::secret_data(u.old).as_ref(),
+            stored::secret_data(u.new).as_ref(),
+        ) {
             errs.push(forbidden("data", WHEN_IMMUTABLE));
         }
     }

@@ -19,7 +19,8 @@
 mod cluster;
 mod core;
 mod quantity;
-mod render;
+pub(crate) mod render;
+mod udiff;
 mod workloads;
 
 #[cfg(test)]
@@ -39,6 +40,11 @@ pub struct Update<'a> {
     pub version: &'a str,
     pub old: &'a Value,
     pub new: &'a Value,
+    /// The new object as the server validates it: decoded, before its encoding drops empty
+    /// lists and maps (what a refusal's message shows: a manifest's `env: []` prints as
+    /// `"Env":[]`). Verdicts compare `new`, as the server's semantic equality treats an empty
+    /// list as none.
+    pub decoded: &'a Value,
 }
 
 impl<'a> Update<'a> {
@@ -124,7 +130,25 @@ pub fn check(
     old: &Value,
     new: &Value,
 ) -> Vec<FieldError> {
-    let u = Update { version, old, new };
+    check_decoded(group, version, kind, custom, old, new, new)
+}
+
+/// [`check`], with the new object as the server decoded it ([`Update::decoded`]).
+pub fn check_decoded(
+    group: &str,
+    version: &str,
+    kind: &str,
+    custom: bool,
+    old: &Value,
+    new: &Value,
+    decoded: &Value,
+) -> Vec<FieldError> {
+    let u = Update {
+        version,
+        old,
+        new,
+        decoded,
+    };
     let mut errors = (METADATA.check)(&u);
     if !custom {
         for r in rules().skip(1).filter(|r| r.covers(group, version, kind)) {

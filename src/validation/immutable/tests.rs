@@ -73,7 +73,16 @@ type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [&'a str]);
 fn table(api_version: &str, kind: &str, old: &Value, cases: &[Case]) {
     for (name, changes, want) in cases {
         let got = errors(api_version, kind, old, changes);
-        assert_eq!(got, *want, "{kind}: {name}");
+        // An expected error ending in `…` is a prefix of the error.
+        let matches = got.len() == want.len()
+            && got
+                .iter()
+                .zip(want.iter())
+                .all(|(g, w)| match w.strip_suffix('…') {
+                    Some(prefix) => g.starts_with(prefix),
+                    None => g == w,
+                });
+        assert!(matches, "{kind}: {name}\n  got  {got:?}\n  want {want:?}");
     }
 }
 
@@ -294,12 +303,25 @@ status: {startTime: '2026-11-25T10:00:00Z'}
 #[test]
 fn jobs() {
     let old = yaml(JOB);
+    // The template as the internal type prints it (Go field names, every field; what
+    // kube-apiserver 1.36 printed for such a template, `tests/real/builtin.rs`).
     let template = |image: &str| {
+        let internal = r#"{"labels":{"batch.kubernetes.io/controller-uid":"j-1","job-name":"migrate"},"Spec":{"Volumes":null,"InitContainers":null,"Containers":[{"Name":"m","Image":"IMAGE","Command":null,"Args":null,"WorkingDir":"","Ports":null,"EnvFrom":null,"Env":null,"Resources":{"Limits":null,"Requests":null,"Claims":null},"ResizePolicy":null,"RestartPolicy":null,"RestartPolicyRules":null,"VolumeMounts":null,"VolumeDevices":null,"LivenessProbe":null,"ReadinessProbe":null,"StartupProbe":null,"Lifecycle":null,"TerminationMessagePath":"","TerminationMessagePolicy":"","ImagePullPolicy":"","SecurityContext":null,"Stdin":false,"StdinOnce":false,"TTY":false}],"EphemeralContainers":null,"RestartPolicy":"Never","TerminationGracePeriodSeconds":null,"ActiveDeadlineSeconds":null,"DNSPolicy":"ClusterFirst","NodeSelector":null,"ServiceAccountName":"","AutomountServiceAccountToken":null,"NodeName":"","SecurityContext":null,"ImagePullSecrets":null,"Hostname":"","Subdomain":"","SetHostnameAsFQDN":null,"Affinity":null,"SchedulerName":"","Tolerations":null,"HostAliases":null,"PriorityClassName":"","Priority":null,"PreemptionPolicy":null,"DNSConfig":null,"ReadinessGates":null,"RuntimeClassName":null,"Overhead":null,"EnableServiceLinks":null,"TopologySpreadConstraints":null,"OS":null,"SchedulingGates":null,"ResourceClaims":null,"Resources":null,"HostnameOverride":null,"SchedulingGroup":null}}"#;
         format!(
-            r#"spec.template: Invalid value: {{"metadata":{{"labels":{{"batch.kubernetes.io/controller-uid":"j-1","job-name":"migrate"}}}},"spec":{{"containers":[{{"image":"{image}","name":"m"}}],"dnsPolicy":"ClusterFirst","restartPolicy":"Never"}}}}: field is immutable"#
+            "spec.template: Invalid value: {}: field is immutable",
+            internal.replace("IMAGE", image)
         )
     };
     let image2 = template("migrate:2");
+    // The same change refused at the pod spec: the template's `Spec` alone.
+    let pod_spec2 = {
+        let spec = image2
+            .split_once(r#","Spec":"#)
+            .map(|(_, rest)| rest)
+            .and_then(|rest| rest.strip_suffix("}: field is immutable"))
+            .expect("the template's spec");
+        format!("spec.template.spec: Invalid value: {spec}: field is immutable")
+    };
     table(
         "batch/v1",
         "Job",
@@ -427,10 +449,20 @@ fn jobs() {
                 )],
                 &[],
             ),
+            // 1.36: MutablePodResourcesForSuspendedJobs (beta, on) moves the refusal to the
+            // pod spec (as kube-apiserver 1.36 answered, `tests/real/builtin.rs`).
             (
                 "a suspended Job's image is still immutable",
                 &[("spec/template/spec/containers/0/image", "migrate:2")],
-                &[image2.as_str()],
+                &[pod_spec2.as_str()],
+            ),
+            (
+                "a suspended Job's container resources may change",
+                &[(
+                    "spec/template/spec/containers/0/resources",
+                    "{limits: {cpu: '1'}}",
+                )],
+                &[],
             ),
         ],
     );
@@ -732,7 +764,8 @@ status: {phase: Bound, capacity: {storage: 10G}}
 #[test]
 fn claims() {
     let old = yaml(CLAIM);
-    let spec = "spec: Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims";
+    // Followed by a diff of the internal specs (one case below in full; `…` ends a prefix).
+    let spec = "spec: Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims\n@@ …";
     table(
         "v1",
         "PersistentVolumeClaim",
@@ -759,7 +792,9 @@ fn claims() {
             (
                 "invalid-update-change-access-modes-on-bound-claim",
                 &[("spec/accessModes", "[ReadWriteOnce]")],
-                &[spec],
+                &[
+                    "spec: Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims\n@@ -1,7 +1,6 @@\n {\n  \"AccessModes\": [\n-  \"ReadWriteOnce\",\n-  \"ReadOnlyMany\"\n+  \"ReadWriteOnce\"\n  ],\n  \"Selector\": null,\n  \"Resources\": {\n",
+                ],
             ),
             (
                 "invalid-update-volume-mode-to-block",

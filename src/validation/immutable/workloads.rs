@@ -157,26 +157,7 @@ fn job(u: &Update) -> Vec<FieldError> {
         e.field = "spec.selector".into();
         e
     }));
-    // validatePodTemplateUpdate: scheduling directives may change while the Job is suspended
-    // and has never started (the old Job decides).
-    let template = ["spec", "template"];
-    let suspended = matches!(u.old_at(&["spec", "suspend"]), Some(Value::Bool(true)));
-    let never_started = u.old_at(&["status", "startTime"]).is_none();
-    let old_template = match u.old_at(&template) {
-        Some(t) if suspended && never_started => {
-            mutable_scheduling(t, u.new_at(&template).unwrap_or(&Value::Null))
-        }
-        other => other.cloned().unwrap_or(Value::Null),
-    };
-    if !same(Some(&old_template), u.new_at(&template)) {
-        // The server prints the internal PodTemplateSpec (Go field names); fieldguard shows
-        // the template as it would be stored.
-        errs.push(invalid(
-            "spec.template",
-            &render::json(&render::sorted(u.new_at(&template).unwrap_or(&Value::Null))),
-            FIELD_IMMUTABLE,
-        ));
-    }
+    errs.extend(pod_template_update(u));
     for (key, field) in [
         ("completionMode", "spec.completionMode"),
         ("podFailurePolicy", "spec.podFailurePolicy"),
@@ -194,6 +175,88 @@ fn job(u: &Update) -> Vec<FieldError> {
         }
     }
     errs
+}
+
+/// `validatePodTemplateUpdate` as 1.36 runs it. A suspended Job that has not started (or is
+/// marked `Suspended`) and runs no Pods (`shouldAllowMutablePodTemplate`) may change its
+/// template's scheduling directives (`MutableSchedulingDirectivesForSuspendedJobs`, beta,
+/// on) and its containers' resources (`MutablePodResourcesForSuspendedJobs`, beta, on): then
+/// anything else that changes is refused at `spec.template.spec` with the new pod spec.
+/// Otherwise any change is refused at `spec.template` with the new template. Values print as
+/// the internal types do, from the object as decoded.
+fn pod_template_update(u: &Update) -> Vec<FieldError> {
+    let template = ["spec", "template"];
+    let suspended = matches!(u.old_at(&["spec", "suspend"]), Some(Value::Bool(true)));
+    let never_started = u.old_at(&["status", "startTime"]).is_none();
+    let marked_suspended = u
+        .old_at(&["status", "conditions"])
+        .and_then(Value::as_list)
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.str_at(&["type"]) == Some("Suspended") && c.str_at(&["status"]) == Some("True")
+            })
+        });
+    let active = matches!(u.old_at(&["status", "active"]), Some(Value::Int(n)) if *n != 0);
+    let mutable = suspended && (never_started || marked_suspended) && !active;
+    let new_template = u.new_at(&template).unwrap_or(&Value::Null);
+    let decoded_template = at(u.decoded, &template).unwrap_or(&Value::Null);
+    let old_template = match u.old_at(&template) {
+        Some(t) if mutable => mutable_scheduling(t, new_template),
+        other => other.cloned().unwrap_or(Value::Null),
+    };
+    if !mutable {
+        if same(Some(&old_template), Some(new_template)) {
+            return Vec::new();
+        }
+        return vec![invalid(
+            "spec.template",
+            &render::internal("PodTemplateSpec", decoded_template),
+            FIELD_IMMUTABLE,
+        )];
+    }
+    // Only the containers' resources may change: the old spec with the new resources of
+    // each container that is still where it was, under the same name.
+    let mut old_spec = at(&old_template, &["spec"]).cloned().unwrap_or(Value::Null);
+    let new_spec = at(new_template, &["spec"]).unwrap_or(&Value::Null);
+    for key in ["containers", "initContainers"] {
+        let news = at(new_spec, &[key]).and_then(Value::as_list).unwrap_or(&[]);
+        let olds = old_spec
+            .as_map_mut()
+            .and_then(|m| m.get_mut(key))
+            .and_then(|l| match l {
+                Value::List(items) => Some(items),
+                _ => None,
+            });
+        if let Some(olds) = olds
+            && olds.len() == news.len()
+        {
+            for (o, n) in olds.iter_mut().zip(news) {
+                if o.str_at(&["name"]) == n.str_at(&["name"])
+                    && let Some(om) = o.as_map_mut()
+                {
+                    match at(n, &["resources"]) {
+                        Some(r) => {
+                            om.insert("resources", r.clone());
+                        }
+                        None => {
+                            om.remove("resources");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if same(Some(&old_spec), Some(new_spec)) {
+        return Vec::new();
+    }
+    vec![invalid(
+        "spec.template.spec",
+        &render::internal(
+            "PodSpec",
+            at(decoded_template, &["spec"]).unwrap_or(&Value::Null),
+        ),
+        FIELD_IMMUTABLE,
+    )]
 }
 
 /// The old template with the new one's labels, annotations, nodeSelector, tolerations,
