@@ -86,7 +86,7 @@ for i, what in ((0, "wall"), (1, "CPU")):
     o = per_case(o1, o3, 2 * n, i)
     f = per_case(f1, fk, (k - 1) * n, i)
     print(f"{what} time per case:")
-    print(f"  oracle (Go, smd v4.6.0):   {med(o):8.1f} us/case   (rounds {min(o):.1f} to {max(o):.1f}; "
+    print(f"  oracle (Go, smd v6.3.3):   {med(o):8.1f} us/case   (rounds {min(o):.1f} to {max(o):.1f}; "
           f"N: {med(r[i] for r in o1):.2f} s, 3N: {med(r[i] for r in o3):.2f} s)")
     print(f"  fieldguard:                {med(f):8.1f} us/case   (rounds {min(f):.1f} to {max(f):.1f}; "
           f"N: {med(r[i] for r in f1):.2f} s, {k}N: {med(r[i] for r in fk):.2f} s)")

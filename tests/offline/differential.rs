@@ -1,5 +1,6 @@
 //! Differential tests: the engine against the reference oracle (`ssa-oracle`, the real
-//! structured-merge-diff v4.6.0 behind kube-apiserver's field-manager layers).
+//! structured-merge-diff v6.3.3, as Kubernetes 1.36 pins it, behind kube-apiserver's field-manager
+//! layers).
 //!
 //! Every case is run through both; results must agree on conflicts (manager and path), the
 //! conflict message, the resulting object, whether it changed, and the resulting managedFields

@@ -23,9 +23,9 @@ mod histories;
 use crate::support;
 
 use histories::*;
-use support::judge::{compare, predict, stamped};
+use support::judge::{Judged, apply_judged, compare};
 use support::kubeapi::shared_server;
-use support::realapi::{get, write};
+use support::realapi::get;
 
 use fieldguard::live::api::Api;
 use fieldguard::predict::Verdict;
@@ -142,49 +142,21 @@ async fn predictions_of_built_in_kinds_equal_what_kube_apiserver_does() {
         } else {
             get(&api, &o.url()).await
         };
-        let before = time::OffsetDateTime::now_utc().unix_timestamp();
-        let mut p = predict(
+        let Judged {
+            prediction: p,
+            answer,
+            ..
+        } = apply_judged(
+            &api,
             &mut catalog,
             NAMESPACE,
+            &o.url(),
             live.as_ref(),
             &m,
             manager,
             force,
-            before,
-        );
-        let url = format!(
-            "{}?fieldManager={manager}{}",
-            o.url(),
-            if force { "&force=true" } else { "" }
-        );
-        let answer = write(
-            &api,
-            http::Method::PATCH,
-            &url,
-            "application/apply-patch+yaml",
-            &m,
         )
         .await;
-        // The clock is an input (entries are sorted by their time in seconds): when the
-        // server's second differs from the one predicted with, predict again with the server's.
-        let wrote = answer.as_ref().is_ok_and(|a| {
-            live.as_ref().map(|l| &l["metadata"]["resourceVersion"])
-                != Some(&a["metadata"]["resourceVersion"])
-        });
-        if wrote
-            && let Some(t) = stamped(&answer, manager)
-            && t != before
-        {
-            p = predict(
-                &mut catalog,
-                NAMESPACE,
-                live.as_ref(),
-                &m,
-                manager,
-                force,
-                t,
-            );
-        }
         let outcome = match &answer {
             Ok(_) => format!("{:?}", p.verdict),
             Err(r) => format!("refused {}", r.code),

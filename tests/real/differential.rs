@@ -21,7 +21,7 @@ mod histories;
 use crate::support;
 
 use histories::*;
-use support::judge::{compare, contents, predict, stamped};
+use support::judge::{Judged, apply_judged, compare, contents, predict, stamped};
 use support::realapi::{delete, get, with_crd, write};
 
 use fieldguard::predict::Verdict;
@@ -67,52 +67,21 @@ async fn predictions_equal_what_the_real_apiserver_does() {
         let force = rng.gen_bool(0.3);
         let m = manifest(&mut rng, &o);
         let live = get(&api, &o.url()).await;
-        let before = time::OffsetDateTime::now_utc().unix_timestamp();
-        let mut p = predict(
+        let Judged {
+            prediction: p,
+            answer,
+            wrote,
+        } = apply_judged(
+            &api,
             &mut catalog,
             NAMESPACE,
+            &o.url(),
             live.as_ref(),
             &m,
             manager,
             force,
-            before,
-        );
-        let url = format!(
-            "{}?fieldManager={manager}{}",
-            o.url(),
-            if force { "&force=true" } else { "" }
-        );
-        let answer = write(
-            &api,
-            http::Method::PATCH,
-            &url,
-            "application/apply-patch+yaml",
-            &m,
         )
         .await;
-        // The clock is an input, not a prediction: entries are sorted by their time in
-        // seconds, so when the server's second differs from the one predicted with, predict
-        // again (from the same live object) with the server's.
-        // Only when the server wrote: otherwise the stamp is an old one, and predicting with
-        // it could hide a wrongly predicted write.
-        let wrote = answer.as_ref().is_ok_and(|a| {
-            live.as_ref().map(|l| &l["metadata"]["resourceVersion"])
-                != Some(&a["metadata"]["resourceVersion"])
-        });
-        if wrote
-            && let Some(t) = stamped(&answer, manager)
-            && t != before
-        {
-            p = predict(
-                &mut catalog,
-                NAMESPACE,
-                live.as_ref(),
-                &m,
-                manager,
-                force,
-                t,
-            );
-        }
         let outcome = match &answer {
             Ok(_) => format!("{:?}", p.verdict),
             Err(r) => format!("refused {}", r.code),

@@ -193,3 +193,58 @@ pub fn causes(p: &Prediction) -> Vec<(String, String, String)> {
     out.sort();
     out
 }
+
+/// One server-side apply, predicted and then sent: what fieldguard predicted, the server's
+/// answer, and whether the server wrote (the resourceVersion moved). The clock is an input
+/// (entries are sorted by their time in seconds): when the server wrote at another second
+/// than the one predicted with, the prediction is made again, from the same live object, with
+/// the server's. (Only then: otherwise the stamp is an old one, and predicting with it could
+/// hide a wrongly predicted write.)
+pub struct Judged {
+    pub prediction: Prediction,
+    pub answer: Answer,
+    pub wrote: bool,
+}
+
+/// Predicts and sends `manifest` as an apply by `manager` to the object at `url`, which is
+/// `live` now.
+#[allow(clippy::too_many_arguments)]
+pub async fn apply_judged(
+    api: &fieldguard::live::api::Api,
+    catalog: &mut fieldguard::catalog::Catalog,
+    namespace: &str,
+    url: &str,
+    live: Option<&Value>,
+    manifest: &Value,
+    manager: &str,
+    force: bool,
+) -> Judged {
+    let before = time::OffsetDateTime::now_utc().unix_timestamp();
+    let mut prediction = predict(catalog, namespace, live, manifest, manager, force, before);
+    let target = format!(
+        "{url}?fieldManager={manager}{}",
+        if force { "&force=true" } else { "" }
+    );
+    let answer = super::realapi::write(
+        api,
+        http::Method::PATCH,
+        &target,
+        "application/apply-patch+yaml",
+        manifest,
+    )
+    .await;
+    let wrote = answer.as_ref().is_ok_and(|a| {
+        live.map(|l| &l["metadata"]["resourceVersion"]) != Some(&a["metadata"]["resourceVersion"])
+    });
+    if wrote
+        && let Some(t) = stamped(&answer, manager)
+        && t != before
+    {
+        prediction = predict(catalog, namespace, live, manifest, manager, force, t);
+    }
+    Judged {
+        prediction,
+        answer,
+        wrote,
+    }
+}

@@ -35,6 +35,20 @@ pub fn seed(var: &str) -> u64 {
         })
 }
 
+/// A random test's step count: the environment variable `var`, else 2,000.
+pub fn steps(var: &str) -> usize {
+    std::env::var(var)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2000)
+}
+
+/// A random pick from a small domain (so that random writers meet on the same fields).
+pub fn pick<'a, T>(rng: &mut rand::rngs::StdRng, xs: &'a [T]) -> &'a T {
+    use rand::Rng;
+    &xs[rng.gen_range(0..xs.len())]
+}
+
 /// The resource types of the bundled example.
 pub fn example_resources() -> Vec<Resource> {
     vec![

@@ -115,20 +115,14 @@ pub fn pick_obj(rng: &mut StdRng) -> Obj {
 }
 
 pub fn steps() -> usize {
-    std::env::var("FIELDGUARD_BUILTIN_STEPS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(2000)
+    crate::support::steps("FIELDGUARD_BUILTIN_STEPS")
 }
 
 pub fn seed() -> u64 {
     crate::support::seed("FIELDGUARD_BUILTIN_SEED")
 }
 
-/// A random pick from a small domain.
-pub fn pick<'a, T>(rng: &mut StdRng, xs: &'a [T]) -> &'a T {
-    &xs[rng.gen_range(0..xs.len())]
-}
+pub use crate::support::pick;
 
 fn some(rng: &mut StdRng) -> bool {
     rng.gen_bool(0.4)

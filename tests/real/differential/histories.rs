@@ -64,20 +64,14 @@ pub const NAMESPACE: &str = "default";
 pub const APPLIERS: [&str; 3] = ["alice", "bob", "carol"];
 
 pub fn steps() -> usize {
-    std::env::var("FIELDGUARD_REAL_STEPS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(2000)
+    crate::support::steps("FIELDGUARD_REAL_STEPS")
 }
 
 pub fn seed() -> u64 {
     crate::support::seed("FIELDGUARD_REAL_SEED")
 }
 
-/// A random pick from a small domain, so that managers meet on the same fields and values.
-pub fn pick<'a, T>(rng: &mut StdRng, xs: &'a [T]) -> &'a T {
-    &xs[rng.gen_range(0..xs.len())]
-}
+pub use crate::support::pick;
 
 pub fn some(rng: &mut StdRng) -> bool {
     rng.gen_bool(0.4)
