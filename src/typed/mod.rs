@@ -197,18 +197,26 @@ pub fn list_item_pe(
             let em = elem.map.ok_or_else(|| {
                 format!("couldn't find default value for {k}: associative list may not have non-map types")
             })?;
-            match em.find_field(k).and_then(|f| f.default.as_ref()) {
-                Some(def) => fields.push(KeyField {
+            // structured-merge-diff v6 (Kubernetes 1.36): a key field that is missing and has
+            // no default is left out of the key — the item is keyed by the fields it has (a
+            // different item than one that sets it); only an item with none is refused.
+            if let Some(def) = em.find_field(k).and_then(|f| f.default.as_ref()) {
+                fields.push(KeyField {
                     name: k.clone(),
                     value: def.clone(),
-                }),
-                None => {
-                    return Err(format!(
-                        "associative list with keys has an element that omits key field {} (and doesn't have default value)",
-                        crate::value::gofmt::quote(k)
-                    ));
-                }
+                });
             }
+        }
+        if fields.is_empty() {
+            let keys: Vec<String> = list
+                .keys
+                .iter()
+                .map(|k| crate::value::gofmt::quote(k))
+                .collect();
+            return Err(format!(
+                "associative list with keys has an element that omits all key fields [{}] (and doesn't have default values for any key fields)",
+                keys.join(" ")
+            ));
         }
         return Ok(PathElement::key(fields));
     }
