@@ -23,7 +23,7 @@ mod histories;
 use crate::support;
 
 use histories::*;
-use support::judge::{Judged, apply_judged, compare};
+use support::judge::{History, Judged, Step, apply_judged, compare};
 use support::kubeapi::shared_server;
 use support::realapi::get;
 
@@ -120,8 +120,7 @@ async fn predictions_of_built_in_kinds_equal_what_kube_apiserver_does() {
         "kube-apiserver differential: {n} steps, seed {seed} (FIELDGUARD_BUILTIN_SEED={seed})"
     );
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut history: Vec<String> = Vec::new();
-    let mut disagreements = Vec::new();
+    let mut history = History::default();
     let mut counts = BTreeMap::<String, usize>::new();
     for step in 0..n {
         let o = pick_obj(&mut rng);
@@ -131,7 +130,7 @@ async fn predictions_of_built_in_kinds_equal_what_kube_apiserver_does() {
             *counts
                 .entry(format!("writer {}", what.split(':').next().unwrap_or("")))
                 .or_default() += 1;
-            history.push(format!("{step}: {name}: {what}"));
+            history.steps.push(format!("{step}: {name}: {what}"));
             continue;
         }
         let manager = *pick(&mut rng, &APPLIERS);
@@ -189,33 +188,21 @@ async fn predictions_of_built_in_kinds_equal_what_kube_apiserver_does() {
                 .or_default() += 1;
             found.clear();
         }
-        history.push(format!(
-            "{step}: {name}: apply by {manager}{}: {m}",
-            if force { " (forced)" } else { "" }
-        ));
-        if !found.is_empty() {
-            disagreements.push(format!(
-                "step {step} ({name}, {manager}, force {force})\n  manifest {m}\n  live {}\n  server {}\n  {}",
-                live.map(|l| l.to_string()).unwrap_or_else(|| "none".into()),
-                match &answer {
-                    Ok(v) => v.to_string(),
-                    Err(r) => format!("{r:?}"),
-                },
-                found.join("\n  ")
-            ));
-            if disagreements.len() >= 5 {
-                break;
-            }
+        let recorded = Step {
+            step,
+            name: &name,
+            manager,
+            force,
+            manifest: &m,
+            live: live.as_ref(),
+            answer: &answer,
+        };
+        if history.apply(&recorded, &found) {
+            break;
         }
     }
     println!("kube-apiserver differential: outcomes {counts:?}");
-    assert!(
-        disagreements.is_empty(),
-        "{} disagreement(s) with kube-apiserver (seed {seed}):\n{}\nlast steps:\n{}",
-        disagreements.len(),
-        disagreements.join("\n"),
-        history[history.len().saturating_sub(15)..].join("\n")
-    );
+    history.assert_agreed("kube-apiserver", seed);
     let count = |k: &str| counts.get(k).copied().unwrap_or(0);
     for want in ["Created", "Configured", "refused 409", "refused 422"] {
         assert!(count(want) > 0 || n < 500, "no {want} among {counts:?}");

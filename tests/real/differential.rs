@@ -21,7 +21,7 @@ mod histories;
 use crate::support;
 
 use histories::*;
-use support::judge::{Judged, apply_judged, compare, contents, predict, stamped};
+use support::judge::{History, Judged, Step, apply_judged, compare, contents, predict, stamped};
 use support::realapi::{delete, get, with_crd, write};
 
 use fieldguard::predict::Verdict;
@@ -52,15 +52,14 @@ async fn predictions_equal_what_the_real_apiserver_does() {
     let n = steps();
     println!("real apiserver differential: {n} steps, seed {seed} (FIELDGUARD_REAL_SEED={seed})");
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut history: Vec<String> = Vec::new();
-    let mut disagreements = Vec::new();
+    let mut history = History::default();
     let mut counts = std::collections::BTreeMap::<String, usize>::new();
     for step in 0..n {
         let o = pick_obj(&mut rng);
         let name = format!("{} {}", o.api_version(), o.name);
         if rng.gen_bool(0.25) {
             let what = other_writer(&api, &mut rng, &o).await;
-            history.push(format!("{step}: {name}: {what}"));
+            history.steps.push(format!("{step}: {name}: {what}"));
             continue;
         }
         let manager = *pick(&mut rng, &APPLIERS);
@@ -100,33 +99,21 @@ async fn predictions_equal_what_the_real_apiserver_does() {
         if p.notes.iter().any(|n| n.contains("fills in its default")) {
             *counts.entry("noted a default put back".into()).or_default() += 1;
         }
-        history.push(format!(
-            "{step}: {name}: apply by {manager}{}: {m}",
-            if force { " (forced)" } else { "" }
-        ));
-        if !found.is_empty() {
-            disagreements.push(format!(
-                "step {step} ({name}, {manager}, force {force})\n  manifest {m}\n  live {}\n  server {}\n  {}",
-                live.map(|l| l.to_string()).unwrap_or_else(|| "none".into()),
-                match &answer {
-                    Ok(v) => v.to_string(),
-                    Err(r) => format!("{r:?}"),
-                },
-                found.join("\n  ")
-            ));
-            if disagreements.len() >= 5 {
-                break;
-            }
+        let recorded = Step {
+            step,
+            name: &name,
+            manager,
+            force,
+            manifest: &m,
+            live: live.as_ref(),
+            answer: &answer,
+        };
+        if history.apply(&recorded, &found) {
+            break;
         }
     }
     println!("real apiserver differential: outcomes {counts:?}");
-    assert!(
-        disagreements.is_empty(),
-        "{} disagreement(s) with the real apiserver (seed {seed}):\n{}\nlast steps:\n{}",
-        disagreements.len(),
-        disagreements.join("\n"),
-        history[history.len().saturating_sub(15)..].join("\n")
-    );
+    history.assert_agreed("the real apiserver", seed);
     // Every kind of outcome was exercised.
     let count = |k: &str| counts.get(k).copied().unwrap_or(0);
     for want in [

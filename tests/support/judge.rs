@@ -248,3 +248,66 @@ pub async fn apply_judged(
         wrote,
     }
 }
+
+/// A random history's record: its steps, and the disagreements found (the run stops at five).
+#[derive(Default)]
+pub struct History {
+    pub steps: Vec<String>,
+    pub disagreements: Vec<String>,
+}
+
+/// One apply of a history, as the record tells it.
+pub struct Step<'a> {
+    pub step: usize,
+    pub name: &'a str,
+    pub manager: &'a str,
+    pub force: bool,
+    pub manifest: &'a Value,
+    pub live: Option<&'a Value>,
+    pub answer: &'a Answer,
+}
+
+impl History {
+    /// Records an apply and what was found wrong with its prediction; whether the run has
+    /// found enough to stop.
+    pub fn apply(&mut self, s: &Step, found: &[String]) -> bool {
+        self.steps.push(format!(
+            "{}: {}: apply by {}{}: {}",
+            s.step,
+            s.name,
+            s.manager,
+            if s.force { " (forced)" } else { "" },
+            s.manifest
+        ));
+        if !found.is_empty() {
+            self.disagreements.push(format!(
+                "step {} ({}, {}, force {})\n  manifest {}\n  live {}\n  server {}\n  {}",
+                s.step,
+                s.name,
+                s.manager,
+                s.force,
+                s.manifest,
+                s.live
+                    .map(|l| l.to_string())
+                    .unwrap_or_else(|| "none".into()),
+                match s.answer {
+                    Ok(v) => v.to_string(),
+                    Err(r) => format!("{r:?}"),
+                },
+                found.join("\n  ")
+            ));
+        }
+        self.disagreements.len() >= 5
+    }
+
+    /// Fails with the disagreements and the last steps, if there were any.
+    pub fn assert_agreed(&self, judge: &str, seed: u64) {
+        assert!(
+            self.disagreements.is_empty(),
+            "{} disagreement(s) with {judge} (seed {seed}):\n{}\nlast steps:\n{}",
+            self.disagreements.len(),
+            self.disagreements.join("\n"),
+            self.steps[self.steps.len().saturating_sub(15)..].join("\n")
+        );
+    }
+}
