@@ -529,7 +529,7 @@ pub fn predict_prepared(
     // The update's own validation: what may not change once stored (metadata first), then
     // a custom resource's schema.
     let mut errors = match (live, &p.object) {
-        (Some(old), Some(stored)) => crate::validation::immutable::check_decoded(
+        (Some(old), Some(stored)) => crate::validation::immutable::check(
             &t.info.gvk.group,
             &t.info.gvk.version,
             &t.info.gvk.kind,

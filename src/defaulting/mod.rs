@@ -17,7 +17,6 @@
 //! rounds up to milli-units and the server re-encodes them), and feature-gated defaults of
 //! alpha features (off by default in 1.36).
 
-pub mod internal;
 mod pod;
 pub mod shapes;
 pub mod stored;
@@ -27,18 +26,29 @@ use crate::value::{Map, Str, Value};
 /// What kube-apiserver stores of a merged object of the built-in type `type_name` that
 /// replaces `live` (`None`: a create): the object defaulted ([`apply`]), through its Go
 /// type's encoding ([`shapes::round_trip`]), converted and prepared by its strategy
-/// ([`stored::apply`]). Whether anything changed, and the object as the server validates it
-/// (defaulted, not yet encoded) when the encoding changed it.
+/// ([`stored::apply`]). Whether anything changed, and, for an update, the object as the
+/// server validates it (defaulted, not yet encoded) when the encoding changed it; a create's
+/// is not needed (only updates are checked for what may not change).
 pub fn stored_object(
     type_name: &str,
     obj: &mut Value,
     live: Option<&Value>,
 ) -> (bool, Option<Value>) {
     let defaulted = apply(type_name, obj);
-    let before = obj.clone();
+    let before = live.is_some().then(|| obj.clone());
     let encoded = shapes::round_trip(type_name, obj);
     let converted = stored::apply(type_name, obj, live);
-    (defaulted | encoded | converted, encoded.then_some(before))
+    (defaulted | encoded | converted, before.filter(|_| encoded))
+}
+
+/// A stored object of the built-in type `type_name` as the server decodes it: with the
+/// defaults it may have been stored without (written before they existed, or a hand-written
+/// snapshot), through its Go type.
+pub fn as_decoded(type_name: &str, stored: &Value) -> Value {
+    let mut v = stored.clone();
+    apply(type_name, &mut v);
+    shapes::round_trip(type_name, &mut v);
+    v
 }
 
 /// Fills in what the apiserver's defaulters would for an object of the built-in type

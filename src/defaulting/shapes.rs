@@ -40,25 +40,12 @@ pub(crate) enum Shape {
 }
 
 struct Shapes {
-    kinds: HashMap<String, String>,
-    internal: HashMap<String, String>,
     types: HashMap<String, Vec<Field>>,
 }
 
 static SHAPES: LazyLock<Shapes> = LazyLock::new(|| {
     let raw: serde_json::Value = serde_json::from_str(include_str!("data/go-shapes.json"))
         .expect("data/go-shapes.json is valid JSON");
-    let names = |key: &str| -> HashMap<String, String> {
-        raw[key]
-            .as_object()
-            .map(|k| {
-                k.iter()
-                    .filter_map(|(gvk, t)| Some((gvk.clone(), t.as_str()?.to_string())))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let (kinds, internal) = (names("kinds"), names("internal"));
     let mut types = HashMap::default();
     for (name, fields) in raw["types"].as_object().into_iter().flatten() {
         let fields = fields
@@ -93,39 +80,12 @@ static SHAPES: LazyLock<Shapes> = LazyLock::new(|| {
             .collect();
         types.insert(name.clone(), fields);
     }
-    Shapes {
-        kinds,
-        internal,
-        types,
-    }
+    Shapes { types }
 });
 
 /// The fields of Go struct type `type_name`.
 pub(crate) fn fields(type_name: &str) -> Option<&'static [Field]> {
     SHAPES.types.get(type_name).map(Vec::as_slice)
-}
-
-/// The internal Go type of a kind (`batch`, `Job`; the core group is `""`).
-pub fn internal_kind_type(group: &str, kind: &str) -> Option<&'static str> {
-    let key = if group.is_empty() {
-        kind.to_string()
-    } else {
-        format!("{group}/{kind}")
-    };
-    SHAPES.internal.get(&key).map(String::as_str)
-}
-
-/// Whether `type_name` is a Go type of the table (a built-in kind or a part of one).
-pub fn known(type_name: &str) -> bool {
-    SHAPES.types.contains_key(type_name)
-}
-
-/// The Go type of a built-in kind (`apps/v1`, `Deployment`), if it is one.
-pub fn kind_type(api_version: &str, kind: &str) -> Option<&'static str> {
-    SHAPES
-        .kinds
-        .get(&format!("{api_version}/{kind}"))
-        .map(String::as_str)
 }
 
 /// Rewrites `v`, an object of Go type `type_name`, as decoding it into that type and encoding
@@ -290,11 +250,7 @@ mod tests {
             r#"{"replicas":0,"paused":false,"minReadySeconds":null,"selector":null,"template":{"metadata":{"creationTimestamp":null},"spec":{"containers":null}}}"#,
             r#"{"replicas":0,"selector":null,"template":{"metadata":{},"spec":{"containers":null}},"strategy":{}}"#,
         );
-        assert!(known("io.k8s.api.core.v1.PodSpec"));
-        assert_eq!(
-            kind_type("apps/v1", "Deployment"),
-            Some("io.k8s.api.apps.v1.Deployment")
-        );
+        assert!(fields("io.k8s.api.core.v1.PodSpec").is_some());
         let mut v = json::parse_str(r#"{"a":1}"#).unwrap();
         assert!(!round_trip("com.example.v1.Widget", &mut v));
     }

@@ -14,6 +14,7 @@
 //! - a created PersistentVolumeClaim gets the finalizer `kubernetes.io/pvc-protection`
 //!   (admission plugin `StorageObjectInUseProtection`, on by default).
 
+use super::Defaulter;
 use crate::value::{Map, Value};
 
 /// A Secret's `data` with `stringData` folded in, as the conversion to the internal type does
@@ -114,41 +115,31 @@ fn template_generation(obj: &mut Value, live: Option<&Value>) -> bool {
     let Some(m) = obj.as_map_mut() else {
         return false;
     };
-    let meta = m.get_mut("metadata").and_then(Value::as_map_mut);
-    let Some(meta) = meta else {
-        return false;
-    };
-    if !matches!(meta.get("annotations"), Some(Value::Map(_))) {
-        meta.insert("annotations", Value::Map(Map::new()));
+    let mut d = Defaulter::default();
+    let meta = d.ensure(m, "metadata");
+    let annotations = d.ensure(meta, "annotations");
+    if annotations.get(TEMPLATE_GENERATION).and_then(Value::as_str) != Some(want.as_str()) {
+        annotations.insert(TEMPLATE_GENERATION, Value::from(want.as_str()));
+        d.changed = true;
     }
-    let annotations = meta
-        .get_mut("annotations")
-        .and_then(Value::as_map_mut)
-        .expect("just made");
-    if annotations.get(TEMPLATE_GENERATION).and_then(Value::as_str) == Some(want.as_str()) {
-        return false;
-    }
-    annotations.insert(TEMPLATE_GENERATION, Value::from(want.as_str()));
-    true
+    d.changed
 }
 
 fn add_finalizer(obj: &mut Value, finalizer: &str) -> bool {
-    let Some(meta) = obj
-        .as_map_mut()
-        .and_then(|m| m.get_mut("metadata"))
-        .and_then(Value::as_map_mut)
-    else {
+    let Some(m) = obj.as_map_mut() else {
         return false;
     };
+    let mut d = Defaulter::default();
+    let meta = d.ensure(m, "metadata");
     if !matches!(meta.get("finalizers"), Some(Value::List(_))) {
         meta.insert("finalizers", Value::List(Vec::new()));
     }
     let Some(Value::List(fs)) = meta.get_mut("finalizers") else {
         return false;
     };
-    if fs.iter().any(|f| f.as_str() == Some(finalizer)) {
-        return false;
+    if !fs.iter().any(|f| f.as_str() == Some(finalizer)) {
+        fs.push(finalizer.into());
+        d.changed = true;
     }
-    fs.push(finalizer.into());
-    true
+    d.changed
 }

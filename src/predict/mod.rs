@@ -332,18 +332,18 @@ pub fn predict(req: &ApplyRequest) -> Prediction {
                 (None, None) => false,
             };
             if (stored && out.changed || defaulted) && req.live.is_some() {
+                out.changed = !crate::value::equals(live_obj, &out.object);
                 // The server decodes the stored object with its defaults too: a live object
                 // read without them (an old one in etcd, a hand-written snapshot) is compared
-                // as the server sees it.
-                out.changed = match (req.structural, req.type_ref.named.as_deref()) {
-                    (None, Some(name)) if defaulted => {
-                        let mut seen = live_obj.clone();
-                        crate::defaulting::apply(name, &mut seen);
-                        crate::defaulting::shapes::round_trip(name, &mut seen);
-                        !crate::value::equals(&seen, &out.object)
-                    }
-                    _ => !crate::value::equals(live_obj, &out.object),
-                };
+                // as the server sees it. (One read from the server is already so.)
+                if out.changed
+                    && defaulted
+                    && req.structural.is_none()
+                    && let Some(name) = req.type_ref.named.as_deref()
+                {
+                    let seen = crate::defaulting::as_decoded(name, live_obj);
+                    out.changed = !crate::value::equals(&seen, &out.object);
+                }
             }
             // An owned, empty ObjectMeta field the server does not serve may still be in its
             // stored bytes (when it was written through the storage version): then the server

@@ -7,10 +7,10 @@
 //! binary exits. There is no kubelet and no scheduler: a test that needs a Pod or Job to finish
 //! writes its status as the kubelet or the job controller would, and says so.
 
-use super::realapi::{Launch, Servers, launch, per_module, root};
+use super::realapi::{Launch, Servers, launch_if_built, per_module, root};
 use fieldguard::live::api::{Api, ClusterOptions};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 /// A running control plane.
@@ -24,36 +24,21 @@ pub struct KubeApi {
     pub port: u16,
 }
 
-fn built(out: &Path) -> bool {
-    ["etcd", "kube-apiserver", "kube-controller-manager"]
-        .iter()
-        .all(|b| out.join("bin").join(b).exists())
-}
-
 /// The control plane that the tests of module `key` (their `module_path!()`) share, started
 /// on first use; `None` when it is not built (a failure instead when
 /// `FIELDGUARD_REQUIRE_KUBEAPI` is set, as in `scripts/test.sh`).
 pub fn shared_server(key: &'static str) -> Option<&'static KubeApi> {
     static SERVERS: Servers<KubeApi> = Mutex::new(BTreeMap::new());
     per_module(&SERVERS, key, || {
-        let out = root().join(".controlplane");
-        if !built(&out) {
-            assert!(
-                std::env::var_os("FIELDGUARD_REQUIRE_KUBEAPI").is_none(),
-                "kube-apiserver is not built: run scripts/setup.sh"
-            );
-            eprintln!(
-                "skipping the kube-apiserver tier: run scripts/setup.sh to build .controlplane/"
-            );
-            return None;
-        }
-        let l = launch(&Launch {
+        let l = launch_if_built(&Launch {
             what: "kube-apiserver",
             env: "CONTROLPLANE",
-            out: &out,
+            out: &root().join(".controlplane"),
+            bins: &["etcd", "kube-apiserver", "kube-controller-manager"],
+            require: "FIELDGUARD_REQUIRE_KUBEAPI",
             start: &root().join("controlplane/start.sh"),
             stop: &root().join("controlplane/stop.sh"),
-        });
+        })?;
         Some(KubeApi {
             run: l.run,
             kubeconfig: l.kubeconfig,

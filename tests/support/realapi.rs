@@ -38,12 +38,6 @@ pub fn shared() -> PathBuf {
         .unwrap_or_else(|| root().join("../shared"))
 }
 
-fn built(out: &Path) -> bool {
-    ["etcd", "apiextensions-apiserver", "coreshim"]
-        .iter()
-        .all(|b| out.join("bin").join(b).exists())
-}
-
 /// The server that the tests of module `key` (their `module_path!()`) share, started on
 /// first use; `None` when it is not built (a failure instead when `FIELDGUARD_REQUIRE_REALAPI`
 /// is set, as in `scripts/test.sh`). The real tier is one test binary: each module keeps a
@@ -52,22 +46,15 @@ fn built(out: &Path) -> bool {
 pub fn shared_server(key: &'static str) -> Option<&'static RealApi> {
     static SERVERS: Servers<RealApi> = Mutex::new(BTreeMap::new());
     per_module(&SERVERS, key, || {
-        let out = root().join(".realapi");
-        if !built(&out) {
-            assert!(
-                std::env::var_os("FIELDGUARD_REQUIRE_REALAPI").is_none(),
-                "the real apiserver is not built: run scripts/setup.sh"
-            );
-            eprintln!("skipping the real tier: run scripts/setup.sh to build .realapi/");
-            return None;
-        }
-        let l = launch(&Launch {
+        let l = launch_if_built(&Launch {
             what: "the real apiserver",
             env: "REALAPI",
-            out: &out,
+            out: &root().join(".realapi"),
+            bins: &["etcd", "apiextensions-apiserver", "coreshim"],
+            require: "FIELDGUARD_REQUIRE_REALAPI",
             start: &shared().join("realapi/start.sh"),
             stop: &shared().join("realapi/stop.sh"),
-        });
+        })?;
         Some(RealApi {
             run: l.run,
             kubeconfig: l.kubeconfig,
@@ -121,11 +108,15 @@ fn free_base_port() -> u16 {
 
 /// How to start one kind of server: a `start.sh` that takes where its binaries are, its run
 /// directory and its base port from `{env}_OUT`, `{env}_RUN` and `{env}_PORT` and prints its
-/// kubeconfig's path, and the `stop.sh` that stops it given the run directory.
+/// kubeconfig's path, and the `stop.sh` that stops it given the run directory. `bins`: what
+/// `scripts/setup.sh` builds into `out/bin`; `require`: the variable that makes a missing
+/// build a failure rather than a skip (`scripts/test.sh` sets it).
 pub struct Launch<'a> {
     pub what: &'a str,
     pub env: &'a str,
     pub out: &'a Path,
+    pub bins: &'a [&'a str],
+    pub require: &'a str,
     pub start: &'a Path,
     pub stop: &'a Path,
 }
@@ -137,11 +128,30 @@ pub struct Launched {
     pub port: u16,
 }
 
+/// Starts a server when it is built; `None` (a skip, said on stderr) when it is not and not
+/// required.
+pub fn launch_if_built(l: &Launch) -> Option<Launched> {
+    if !l.bins.iter().all(|b| l.out.join("bin").join(b).exists()) {
+        assert!(
+            std::env::var_os(l.require).is_none(),
+            "{} is not built: run scripts/setup.sh",
+            l.what
+        );
+        eprintln!(
+            "skipping the tests of {}: run scripts/setup.sh to build {}",
+            l.what,
+            l.out.display()
+        );
+        return None;
+    }
+    Some(launch(l))
+}
+
 /// Starts a server. A start script gives it a while to answer; on a loaded machine that can
 /// be short, so a failed start is cleaned up and tried again on other ports (three times at
 /// most; every failure's log is kept in the panic message). A watchdog process stops the
 /// server when this test binary is gone, however it ends.
-pub fn launch(l: &Launch) -> Launched {
+fn launch(l: &Launch) -> Launched {
     let mut failures = Vec::new();
     for _ in 0..3 {
         let port = free_base_port();

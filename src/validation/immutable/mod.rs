@@ -18,6 +18,7 @@
 
 mod cluster;
 mod core;
+mod internal;
 mod quantity;
 pub(crate) mod render;
 mod udiff;
@@ -122,19 +123,9 @@ pub fn rules() -> impl Iterator<Item = &'static Rule> {
 /// The errors of updating `old` to `new` (an object of `group`, `version`, `kind`), in the
 /// order the server reports them: metadata first, then the kind's own rules. `custom`: a
 /// custom resource (only the metadata rules hold; CRDs declare their own, in CEL).
+/// `decoded`: `new` as the server decoded it ([`Update::decoded`]; `new` itself when the
+/// encoding changed nothing).
 pub fn check(
-    group: &str,
-    version: &str,
-    kind: &str,
-    custom: bool,
-    old: &Value,
-    new: &Value,
-) -> Vec<FieldError> {
-    check_decoded(group, version, kind, custom, old, new, new)
-}
-
-/// [`check`], with the new object as the server decoded it ([`Update::decoded`]).
-pub fn check_decoded(
     group: &str,
     version: &str,
     kind: &str,

@@ -110,29 +110,27 @@ pub fn label_selector(v: Option<&Value>) -> String {
 }
 
 /// A core type's value (`v1` type `type_name`, e.g. `PodTemplateSpec`) as its internal type
-/// prints with `json.Marshal` ([`crate::defaulting::internal`]); the versioned value's own
-/// JSON when the type is not known.
-pub fn internal(type_name: &str, v: &Value) -> String {
-    match crate::defaulting::internal::render(
+/// prints it ([`super::internal`]); `None` when the type is not known.
+fn core_internal(type_name: &str, v: &Value) -> Option<Value> {
+    super::internal::render(
         &format!("io.k8s.kubernetes.pkg.apis.core.{type_name}"),
         &format!("io.k8s.api.core.v1.{type_name}"),
         v,
-    ) {
-        Some(r) => json(&r),
-        None => json(&sorted(v)),
-    }
+    )
+}
+
+/// A core type's value with `json.Marshal` of its internal type; the versioned value's own
+/// JSON when the type is not known.
+pub fn internal(type_name: &str, v: &Value) -> String {
+    json(&core_internal(type_name, v).unwrap_or_else(|| sorted(v)))
 }
 
 /// `diff.Diff` of two values of a core type as their internal type prints them indented.
 pub fn internal_diff(type_name: &str, old: &Value, new: &Value) -> String {
     let indented = |v: &Value| {
-        crate::defaulting::internal::render(
-            &format!("io.k8s.kubernetes.pkg.apis.core.{type_name}"),
-            &format!("io.k8s.api.core.v1.{type_name}"),
-            v,
-        )
-        .map(|r| crate::defaulting::internal::indented(&r))
-        .unwrap_or_default()
+        core_internal(type_name, v)
+            .map(|r| super::internal::indented(&r))
+            .unwrap_or_default()
     };
     super::udiff::unified(&indented(old), &indented(new))
 }

@@ -60,7 +60,7 @@ fn errors(api_version: &str, kind: &str, old: &Value, changes: &[(&str, &str)]) 
         set(&mut new, path, to);
     }
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    check(group, version, kind, false, old, &new)
+    check(group, version, kind, false, old, &new, &new)
         .iter()
         .map(ToString::to_string)
         .collect()
@@ -113,10 +113,10 @@ fn metadata_uid() {
     );
     let mut new = cr.clone();
     set(&mut new, "spec/selector", "b");
-    assert!(check("example.com", "v1", "Widget", true, &cr, &new).is_empty());
+    assert!(check("example.com", "v1", "Widget", true, &cr, &new, &new).is_empty());
     set(&mut new, "metadata/uid", "u-9");
     assert_eq!(
-        check("example.com", "v1", "Widget", true, &cr, &new).len(),
+        check("example.com", "v1", "Widget", true, &cr, &new, &new).len(),
         1
     );
 }

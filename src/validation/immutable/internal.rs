@@ -4,12 +4,13 @@
 //! `json.MarshalIndent` (a claim's `spec is immutable …\n@@ -10,7 +10,7 @@ …`). Internal types
 //! have no JSON tags: their fields print by Go name, in declaration order, every one of them
 //! (`null` for a nil pointer, list or map); the apimachinery types inside them keep their tags.
-//! The shapes come from the Go types (`data/go-shapes.json`); a field of the internal type is
+//! The shapes come from the Go types (`src/defaulting/data/go-shapes.json`); a field of the internal type is
 //! found in the versioned object by its Go name, through embedded structs. One conversion
 //! moves fields: the pod-level `hostNetwork`, `hostPID`, `hostIPC`, `shareProcessNamespace`
 //! and `hostUsers` of a versioned pod spec are the internal pod security context's.
 
-use super::shapes::{Field, Shape, fields};
+use super::render;
+use crate::defaulting::shapes::{Field, Shape, fields};
 use crate::value::{Map, Value};
 
 /// The internal type's rendering of `v`, a value of the versioned type `versioned`: a value
@@ -105,7 +106,7 @@ fn field(f: &Field, vt: Option<&str>, v: Option<&Value>, parent: Option<&Value>)
                     .map(|i| structure(t, vt, Some(i), None))
                     .collect(),
             ),
-            _ => sorted(v),
+            _ => render::sorted(v),
         },
         Shape::Map => {
             let Value::Map(m) = v else {
@@ -115,13 +116,13 @@ fn field(f: &Field, vt: Option<&str>, v: Option<&Value>, parent: Option<&Value>)
             for (k, x) in m.sorted_entries() {
                 let x = match &f.elem {
                     Some(t) => structure(t, vt, Some(x), None),
-                    None => sorted(x),
+                    None => render::sorted(x),
                 };
                 out.insert(k.clone(), x);
             }
             Value::Map(out)
         }
-        _ => sorted(v),
+        _ => render::sorted(v),
     }
 }
 
@@ -157,11 +158,6 @@ fn omitted(f: &Field, v: &Value) -> bool {
         }
 }
 
-/// Maps with their keys sorted, as Go prints a map (any map not a struct).
-fn sorted(v: &Value) -> Value {
-    crate::validation::immutable::render::sorted(v)
-}
-
 /// `json.MarshalIndent(v, "", " ")` of an already shaped value.
 pub fn indented(v: &Value) -> String {
     let mut out = String::new();
@@ -182,9 +178,7 @@ fn indent_into(out: &mut String, v: &Value, depth: usize) {
                     out.push(',');
                 }
                 pad(out, depth + 1);
-                out.push_str(&crate::validation::immutable::render::json(&Value::from(
-                    k.as_str(),
-                )));
+                out.push_str(&render::json(&Value::from(k.as_str())));
                 out.push_str(": ");
                 indent_into(out, x, depth + 1);
             }
@@ -203,7 +197,7 @@ fn indent_into(out: &mut String, v: &Value, depth: usize) {
             pad(out, depth);
             out.push(']');
         }
-        other => out.push_str(&crate::validation::immutable::render::json(other)),
+        other => out.push_str(&render::json(other)),
     }
 }
 
@@ -226,7 +220,7 @@ mod tests {
         )
         .unwrap();
         let want = r#"{"labels":{"app":"job-two","job-name":"two"},"Spec":{"Volumes":null,"InitContainers":null,"Containers":[{"Name":"app","Image":"nginx","Command":null,"Args":null,"WorkingDir":"","Ports":null,"EnvFrom":null,"Env":null,"Resources":{"Limits":null,"Requests":null,"Claims":null},"ResizePolicy":null,"RestartPolicy":null,"RestartPolicyRules":null,"VolumeMounts":null,"VolumeDevices":null,"LivenessProbe":null,"ReadinessProbe":null,"StartupProbe":null,"Lifecycle":null,"TerminationMessagePath":"/dev/termination-log","TerminationMessagePolicy":"File","ImagePullPolicy":"IfNotPresent","SecurityContext":null,"Stdin":false,"StdinOnce":false,"TTY":false}],"EphemeralContainers":null,"RestartPolicy":"Never","TerminationGracePeriodSeconds":30,"ActiveDeadlineSeconds":null,"DNSPolicy":"ClusterFirst","NodeSelector":null,"ServiceAccountName":"","AutomountServiceAccountToken":null,"NodeName":"","SecurityContext":{"HostNetwork":false,"HostPID":false,"HostIPC":false,"ShareProcessNamespace":null,"HostUsers":null,"SELinuxOptions":null,"WindowsOptions":null,"RunAsUser":null,"RunAsGroup":null,"RunAsNonRoot":null,"SupplementalGroups":null,"SupplementalGroupsPolicy":null,"FSGroup":null,"FSGroupChangePolicy":null,"Sysctls":null,"SeccompProfile":null,"AppArmorProfile":null,"SELinuxChangePolicy":null},"ImagePullSecrets":null,"Hostname":"","Subdomain":"","SetHostnameAsFQDN":null,"Affinity":null,"SchedulerName":"default-scheduler","Tolerations":null,"HostAliases":null,"PriorityClassName":"","Priority":null,"PreemptionPolicy":null,"DNSConfig":null,"ReadinessGates":null,"RuntimeClassName":null,"Overhead":null,"EnableServiceLinks":null,"TopologySpreadConstraints":null,"OS":null,"SchedulingGates":null,"ResourceClaims":null,"Resources":null,"HostnameOverride":null,"SchedulingGroup":null}}"#;
-        assert_eq!(crate::validation::immutable::render::json(&r), want);
+        assert_eq!(render::json(&r), want);
     }
 
     #[test]
