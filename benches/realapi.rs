@@ -1,10 +1,14 @@
-//! Figures from the real apiserver (`../shared/realapi`, built by `scripts/setup.sh` into
-//! `.realapi/`): everything here runs against Kubernetes 1.36's own handlers over etcd, on
-//! loopback, on custom resources (`tests/data/realapi/widget-crd.yaml`).
+//! Figures from the real servers, both built by `scripts/setup.sh`: everything here runs
+//! against Kubernetes 1.36's own handlers over etcd, on loopback — the apiextensions-apiserver
+//! (`../shared/realapi`, in `.realapi/`) on custom resources
+//! (`tests/data/realapi/widget-crd.yaml`), and kube-apiserver (`controlplane/`, in
+//! `.controlplane/`, its controller manager running) on a mix of built-in kinds: ConfigMaps,
+//! Secrets, Services (each allocated a cluster IP), ServiceAccounts and Roles, in equal parts.
+//! `FIELDGUARD_BENCH_TIER` picks one (`realapi`, `kubeapi`; default both, one after the other).
 //!
 //! - initial sync of 10,000 objects (`FIELDGUARD_BENCH_OBJECTS`) by the watch cache, beside the
 //!   server's own paged metadata LIST of the same objects (the floor: the cache makes the same
-//!   requests), alternated `FIELDGUARD_BENCH_ROUNDS` times (5), with the CPU this process and
+//!   requests, a list per kind, the kinds side by side), alternated `FIELDGUARD_BENCH_ROUNDS` times (5), with the CPU this process and
 //!   the server used in each;
 //! - watch ingest while writers keep the server as busy as it goes (merge patches and creates
 //!   from 8 concurrent clients): the server's write rate, the events the cache took in, the
@@ -18,6 +22,9 @@
 //! Run: `cargo bench --bench realapi`. The machine is shared with the server: both figures of
 //! a pair come from the same run.
 
+#[path = "../tests/support/kubeapi.rs"]
+#[allow(dead_code)]
+mod kubeapi;
 #[path = "../tests/support/realapi.rs"]
 #[allow(dead_code)]
 mod realapi;
@@ -32,7 +39,49 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 const NS: &str = "bench";
-const LIST: &str = "/apis/fieldguard.test/v1/namespaces/bench/widgets";
+
+/// One kind of a tier's objects: its table's group and kind, where it is listed, and its
+/// `i`th object.
+struct Kind {
+    group: &'static str,
+    kind: &'static str,
+    list: &'static str,
+    object: fn(usize) -> serde_json::Value,
+}
+
+/// A server and the objects written to it: object `i` is of kind `i % kinds.len()`, named
+/// [`name`]`(i)`.
+struct Tier {
+    name: &'static str,
+    server: &'static realapi::RealApi,
+    kinds: Vec<Kind>,
+    /// The server's processes, by their pid files (their CPU is measured).
+    processes: &'static [&'static str],
+}
+
+impl Tier {
+    fn kind(&self, i: usize) -> &Kind {
+        &self.kinds[i % self.kinds.len()]
+    }
+
+    fn url(&self, i: usize) -> String {
+        format!("{}/{}", self.kind(i).list, name(i))
+    }
+
+    fn config(&self) -> CacheConfig {
+        CacheConfig {
+            include_groups: self.kinds.iter().map(|k| k.group.to_string()).collect(),
+            include_kinds: self.kinds.iter().map(|k| k.kind.to_string()).collect(),
+            namespace: Some(NS.into()),
+            backoff: Duration::from_millis(50),
+            ..CacheConfig::default()
+        }
+    }
+}
+
+fn name(i: usize) -> String {
+    format!("o{i:06}")
+}
 
 fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
@@ -49,12 +98,47 @@ fn median(mut xs: Vec<Duration>) -> Duration {
 
 fn widget(i: usize) -> serde_json::Value {
     json!({"apiVersion": "fieldguard.test/v1", "kind": "Widget",
-           "metadata": {"name": format!("w{i:05}"), "namespace": NS,
+           "metadata": {"name": name(i), "namespace": NS,
                         "labels": {"app": "bench", "shard": format!("s{}", i % 16)}},
            "spec": {"replicas": 1 + i % 5, "note": "initial",
                     "labels": {"tier": "web"},
                     "containers": [{"name": "app", "image": "app:1",
                                     "ports": [{"containerPort": 80, "protocol": "TCP"}]}]}})
+}
+
+fn labels(i: usize) -> serde_json::Value {
+    json!({"app": "bench", "shard": format!("s{}", i % 16)})
+}
+
+fn config_map(i: usize) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name(i), "namespace": NS, "labels": labels(i)},
+           "data": {"app.properties": format!("replicas={}\nnote=initial\n", 1 + i % 5)}})
+}
+
+fn secret(i: usize) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "Secret",
+           "metadata": {"name": name(i), "namespace": NS, "labels": labels(i)},
+           "type": "Opaque", "stringData": {"password": format!("pw-{i}")}})
+}
+
+fn service(i: usize) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "Service",
+           "metadata": {"name": name(i), "namespace": NS, "labels": labels(i)},
+           "spec": {"selector": {"app": name(i)},
+                    "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]}})
+}
+
+fn service_account(i: usize) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "ServiceAccount",
+           "metadata": {"name": name(i), "namespace": NS, "labels": labels(i)}})
+}
+
+fn role(i: usize) -> serde_json::Value {
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+           "metadata": {"name": name(i), "namespace": NS, "labels": labels(i)},
+           "rules": [{"apiGroups": [""], "resources": ["configmaps"],
+                      "resourceNames": [name(i)], "verbs": ["get"]}]})
 }
 
 /// Runs `n` jobs with `width` in flight.
@@ -85,12 +169,12 @@ where
     t.elapsed()
 }
 
-async fn metadata_list(api: &Api) -> (Duration, usize) {
-    let t = Instant::now();
+/// The server's paged metadata LIST of one kind's objects: the time and the count.
+async fn metadata_list(api: &Api, list: &str) -> usize {
     let mut count = 0;
     let mut cont = String::new();
     loop {
-        let mut url = format!("{LIST}?limit=500");
+        let mut url = format!("{list}?limit=500");
         if !cont.is_empty() {
             url.push_str("&continue=");
             url.push_str(&cont);
@@ -118,23 +202,23 @@ async fn metadata_list(api: &Api) -> (Duration, usize) {
         count += page.items.len();
         cont = page.metadata.cont;
         if cont.is_empty() {
-            return (t.elapsed(), count);
+            return count;
         }
     }
 }
 
-fn config() -> CacheConfig {
-    CacheConfig {
-        include_groups: vec!["fieldguard.test".into()],
-        namespace: Some(NS.into()),
-        backoff: Duration::from_millis(50),
-        ..CacheConfig::default()
-    }
+/// Every kind's paged metadata LIST, side by side (as the cache lists its tables): the time
+/// and the objects counted.
+async fn metadata_lists(api: &Api, tier: &Tier) -> (Duration, usize) {
+    let t = Instant::now();
+    let counts =
+        futures::future::join_all(tier.kinds.iter().map(|k| metadata_list(api, k.list))).await;
+    (t.elapsed(), counts.iter().sum())
 }
 
-async fn synced_cache(api: &Api) -> (Arc<ClusterCache>, Duration) {
+async fn synced_cache(api: &Api, tier: &Tier) -> (Arc<ClusterCache>, Duration) {
     let t = Instant::now();
-    let cache = ClusterCache::start("real", api.clone(), config())
+    let cache = ClusterCache::start("real", api.clone(), tier.config())
         .await
         .unwrap();
     cache.wait_synced().await;
@@ -172,10 +256,34 @@ async fn with_cpu<T>(
     )
 }
 
-/// The resourceVersion the cache holds for widget `name` (a lookup, not a scan).
-fn cached_version(cache: &ClusterCache, name: &str) -> Option<u64> {
-    let key = fieldguard::cache::table::key(NS, name);
+/// The resourceVersion a cache holds for object `i` of a tier.
+type CachedVersion = dyn Fn(&ClusterCache, usize) -> Option<u64> + Send + Sync;
+
+/// A kind's list URL and its `i`th object.
+type Bodies = Arc<Vec<(&'static str, fn(usize) -> serde_json::Value)>>;
+
+/// [`cached_version`] for a tier's kinds, to move into a task.
+fn cached_fn(tier: &Tier) -> Arc<CachedVersion> {
+    let kinds: Vec<(&'static str, &'static str)> =
+        tier.kinds.iter().map(|k| (k.group, k.kind)).collect();
+    Arc::new(move |cache, i| {
+        let (group, kind) = kinds[i % kinds.len()];
+        version_in(cache, group, kind, i)
+    })
+}
+
+/// The resourceVersion the cache holds for object `i` (a lookup, not a scan).
+fn cached_version(cache: &ClusterCache, tier: &Tier, i: usize) -> Option<u64> {
+    let kind = tier.kind(i);
+    version_in(cache, kind.group, kind.kind, i)
+}
+
+fn version_in(cache: &ClusterCache, group: &str, kind: &str, i: usize) -> Option<u64> {
+    let key = fieldguard::cache::table::key(NS, &name(i));
     cache.tables().iter().find_map(|t| {
+        if t.kind != kind || t.group != group {
+            return None;
+        }
         t.read()
             .objects
             .get(&*key)
@@ -190,37 +298,114 @@ async fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(10_000);
-    let Some(server) = realapi::shared_server(module_path!()) else {
-        println!("realapi: the real apiserver is not built (scripts/setup.sh); skipped");
-        return;
-    };
-    let api = server.api().await;
-    realapi::install_crd_file(&api, "widget-crd.yaml").await;
+    let rounds: usize = std::env::var("FIELDGUARD_BENCH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let only = std::env::var("FIELDGUARD_BENCH_TIER").unwrap_or_default();
+    if only.is_empty() || only == "realapi" {
+        match realapi::shared_server("realapi") {
+            Some(server) => {
+                realapi::install_crd_file(&server.api().await, "widget-crd.yaml").await;
+                let tier = Tier {
+                    name: "realapi",
+                    server,
+                    kinds: vec![Kind {
+                        group: "fieldguard.test",
+                        kind: "Widget",
+                        list: "/apis/fieldguard.test/v1/namespaces/bench/widgets",
+                        object: widget,
+                    }],
+                    processes: &["apiserver", "etcd", "shim"],
+                };
+                run(&tier, objects, rounds).await;
+            }
+            None => {
+                println!("realapi: the real apiserver is not built (scripts/setup.sh); skipped")
+            }
+        }
+    }
+    if only.is_empty() || only == "kubeapi" {
+        match kubeapi::shared_server("kubeapi") {
+            Some(server) => {
+                realapi::create_namespace(&server.api().await, NS).await;
+                let tier = Tier {
+                    name: "kubeapi",
+                    server,
+                    kinds: vec![
+                        Kind {
+                            group: "",
+                            kind: "ConfigMap",
+                            list: "/api/v1/namespaces/bench/configmaps",
+                            object: config_map,
+                        },
+                        Kind {
+                            group: "",
+                            kind: "Secret",
+                            list: "/api/v1/namespaces/bench/secrets",
+                            object: secret,
+                        },
+                        Kind {
+                            group: "",
+                            kind: "Service",
+                            list: "/api/v1/namespaces/bench/services",
+                            object: service,
+                        },
+                        Kind {
+                            group: "",
+                            kind: "ServiceAccount",
+                            list: "/api/v1/namespaces/bench/serviceaccounts",
+                            object: service_account,
+                        },
+                        Kind {
+                            group: "rbac.authorization.k8s.io",
+                            kind: "Role",
+                            list: "/apis/rbac.authorization.k8s.io/v1/namespaces/bench/roles",
+                            object: role,
+                        },
+                    ],
+                    processes: &["apiserver", "etcd", "controller-manager"],
+                };
+                run(&tier, objects, rounds).await;
+            }
+            None => println!("kubeapi: kube-apiserver is not built (scripts/setup.sh); skipped"),
+        }
+    }
+}
 
+/// Every figure of one tier.
+async fn run(tier: &Tier, objects: usize, rounds: usize) {
+    let server = tier.server;
+    let api = server.api().await;
+    let label = tier.name;
     // The objects.
     let a = api.clone();
+    let bodies: Bodies = Arc::new(tier.kinds.iter().map(|k| (k.list, k.object)).collect());
+    let b = bodies.clone();
     let created = concurrently(objects, 8, move |i| {
-        let a = a.clone();
+        let (a, b) = (a.clone(), b.clone());
         async move {
+            let (list, object) = b[i % b.len()];
             let r =
-                realapi::write(&a, http::Method::POST, LIST, "application/json", &widget(i)).await;
-            assert!(r.is_ok() || r.as_ref().is_err_and(|e| e.code == 409));
+                realapi::write(&a, http::Method::POST, list, "application/json", &object(i)).await;
+            assert!(
+                r.is_ok() || r.as_ref().is_err_and(|e| e.code == 409),
+                "{r:?}"
+            );
         }
     })
     .await;
     println!(
-        "realapi: {objects} widgets created in {:.1} s ({:.0} creates/s, 8 clients)",
+        "{label}: {objects} objects of {} kinds created in {:.1} s ({:.0} creates/s, 8 clients)",
+        tier.kinds.len(),
         created.as_secs_f64(),
         objects as f64 / created.as_secs_f64()
     );
 
     // Initial sync vs the server's own metadata LIST, alternated, with the CPU each side used
     // (the machine is shared: the server's CPU and ours add up).
-    let rounds: usize = std::env::var("FIELDGUARD_BENCH_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5);
-    let server_pids: Vec<String> = ["apiserver", "etcd", "shim"]
+    let server_pids: Vec<String> = tier
+        .processes
         .iter()
         .filter_map(|p| std::fs::read_to_string(server.run.join(format!("{p}.pid"))).ok())
         .map(|p| p.trim().to_string())
@@ -228,12 +413,12 @@ async fn main() {
     let (mut lists, mut syncs) = (Vec::new(), Vec::new());
     let (mut list_cpu, mut sync_cpu) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
-        let ((d, n), ours, theirs) = with_cpu(&server_pids, metadata_list(&api)).await;
-        assert_eq!(n, objects);
+        let ((d, n), ours, theirs) = with_cpu(&server_pids, metadata_lists(&api, tier)).await;
+        assert!(n >= objects, "{n} listed of {objects}");
         lists.push(d);
         list_cpu.push((ours, theirs));
-        let ((cache, d), ours, theirs) = with_cpu(&server_pids, synced_cache(&api)).await;
-        assert_eq!(cache.len(), objects);
+        let ((cache, d), ours, theirs) = with_cpu(&server_pids, synced_cache(&api, tier)).await;
+        assert_eq!(cache.len(), n);
         cache.stop();
         syncs.push(d);
         sync_cpu.push((ours, theirs));
@@ -249,18 +434,18 @@ async fn main() {
     let (lo, lt) = cpu(&list_cpu);
     let (so, st) = cpu(&sync_cpu);
     println!(
-        "realapi: initial sync of {objects} objects: cache {} vs the server's paged metadata LIST {} (ratio {:.2}; medians of {rounds}); CPU seconds, this process / the server: sync {so:.2} / {st:.2}, LIST {lo:.2} / {lt:.2}",
+        "{label}: initial sync of {objects} objects: cache {} vs the server's paged metadata LIST {} (ratio {:.2}; medians of {rounds}); CPU seconds, this process / the server: sync {so:.2} / {st:.2}, LIST {lo:.2} / {lt:.2}",
         ms(sync),
         ms(list),
         sync.as_secs_f64() / list.as_secs_f64()
     );
 
     // Watch ingest under churn.
-    let (cache, _) = synced_cache(&api).await;
+    let (cache, _) = synced_cache(&api, tier).await;
     let events_before = cache.stats.events.load(Ordering::SeqCst);
     let stop = Arc::new(AtomicBool::new(false));
     let writes = Arc::new(AtomicUsize::new(0));
-    let newest = Arc::new(std::sync::Mutex::new((0u64, String::new())));
+    let newest = Arc::new(std::sync::Mutex::new((0u64, 0usize)));
     let lags = Arc::new(std::sync::Mutex::new(Vec::new()));
     let churn_for = Duration::from_secs(10);
     let t = Instant::now();
@@ -274,31 +459,38 @@ async fn main() {
             cache.clone(),
             newest.clone(),
         );
+        let bodies = bodies.clone();
+        let urls: Arc<Vec<&'static str>> = Arc::new(tier.kinds.iter().map(|k| k.list).collect());
+        let cached = cached_fn(tier);
         writers.push(tokio::spawn(async move {
             let mut i = w;
             while !stop.load(Ordering::Relaxed) {
                 i += 8;
-                let (answer, name) = if i % 5 == 0 {
-                    let n = objects + i;
-                    let body = widget(n);
-                    (
-                        realapi::write(&api, http::Method::POST, LIST, "application/json", &body)
-                            .await,
-                        format!("w{n:05}"),
-                    )
+                // One write in five a create, the others a merge patch of an existing object.
+                let n = if i % 5 == 0 {
+                    objects + i
                 } else {
-                    let name = format!("w{:05}", (i * 7919) % objects);
-                    (
-                        realapi::write(
-                            &api,
-                            http::Method::PATCH,
-                            &format!("{LIST}/{name}?fieldManager=churn"),
-                            "application/merge-patch+json",
-                            &json!({"spec": {"note": format!("n{i}")}}),
-                        )
-                        .await,
-                        name,
+                    (i * 7919) % objects
+                };
+                let (list, object) = bodies[n % bodies.len()];
+                let answer = if i % 5 == 0 {
+                    realapi::write(
+                        &api,
+                        http::Method::POST,
+                        list,
+                        "application/json",
+                        &object(n),
                     )
+                    .await
+                } else {
+                    realapi::write(
+                        &api,
+                        http::Method::PATCH,
+                        &format!("{}/{}?fieldManager=churn", urls[n % urls.len()], name(n)),
+                        "application/merge-patch+json",
+                        &json!({"metadata": {"annotations": {"note": format!("n{i}")}}}),
+                    )
+                    .await
                 };
                 let answered = Instant::now();
                 writes.fetch_add(1, Ordering::Relaxed);
@@ -309,16 +501,16 @@ async fn main() {
                     .parse()
                     .unwrap();
                 {
-                    let mut n = newest.lock().unwrap();
-                    if rv > n.0 {
-                        *n = (rv, name.clone());
+                    let mut newest = newest.lock().unwrap();
+                    if rv > newest.0 {
+                        *newest = (rv, n);
                     }
                 }
                 // One write in 20: how long until the cache holds it.
                 if i % 20 == w {
-                    let (cache, lags) = (cache.clone(), lags.clone());
+                    let (cache, lags, cached) = (cache.clone(), lags.clone(), cached.clone());
                     tokio::spawn(async move {
-                        while cached_version(&cache, &name).is_none_or(|v| v < rv) {
+                        while cached(&cache, n).is_none_or(|v| v < rv) {
                             tokio::time::sleep(Duration::from_millis(1)).await;
                         }
                         lags.lock().unwrap().push(answered.elapsed());
@@ -336,8 +528,8 @@ async fn main() {
     let n = writes.load(Ordering::SeqCst);
     // Caught up: the cache holds the newest write.
     let stopped = Instant::now();
-    let (rv, name) = newest.lock().unwrap().clone();
-    while cached_version(&cache, &name).is_none_or(|v| v < rv) {
+    let (rv, newest) = *newest.lock().unwrap();
+    while cached_version(&cache, tier, newest).is_none_or(|v| v < rv) {
         assert!(
             stopped.elapsed() < Duration::from_secs(60),
             "the cache never caught up"
@@ -349,7 +541,7 @@ async fn main() {
     let mut lag = lags.lock().unwrap().clone();
     lag.sort();
     println!(
-        "realapi: churn for {:.1} s by 8 clients: {n} writes ({:.0}/s, the server's pace), the cache took in {events} events ({:.0}/s); lag from a write's answer to the cache (1 in 20 sampled, {}): p50 {} p99 {} max {}; caught up {} after the writers stopped",
+        "{label}: churn for {:.1} s by 8 clients: {n} writes ({:.0}/s, the server's pace), the cache took in {events} events ({:.0}/s); lag from a write's answer to the cache (1 in 20 sampled, {}): p50 {} p99 {} max {}; caught up {} after the writers stopped",
         wrote.as_secs_f64(),
         n as f64 / wrote.as_secs_f64(),
         events as f64 / wrote.as_secs_f64(),
@@ -375,8 +567,8 @@ async fn main() {
         .await
         .unwrap();
     let client = AnalysisClient::new(ch);
-    let mut manifest = widget(42);
-    manifest["spec"]["note"] = json!("predicted");
+    let mut manifest = (tier.kind(42).object)(42);
+    manifest["metadata"]["annotations"] = json!({"note": "predicted"});
     let request = |fresh: bool| pb::PredictRequest {
         field_manager: "helm".into(),
         default_namespace: NS.into(),
@@ -407,7 +599,8 @@ async fn main() {
         }
         lat.sort();
         println!(
-            "realapi: PredictConflicts of one widget, {}, 1,000 sequential calls: p50 {} p99 {} max {}",
+            "{label}: PredictConflicts of one {}, {}, 1,000 sequential calls: p50 {} p99 {} max {}",
+            tier.kind(42).kind,
             if fresh {
                 "fresh (live object read from the server)"
             } else {
@@ -429,17 +622,18 @@ async fn main() {
     };
     let t = Instant::now();
     for i in 0..1000 {
-        let mut m = widget(20_000 + i);
-        m["spec"]["note"] = json!("applied");
+        let n = 900_000 + i;
+        let mut m = (tier.kind(n).object)(n);
+        m["metadata"]["annotations"] = json!({"note": "applied"});
         let m = fieldguard::value::json::parse_str(&m.to_string()).unwrap();
-        let path = format!("{LIST}/w{:05}", 20_000 + i);
+        let path = tier.url(n);
         fieldguard::apply::ssa::apply(&api, &path, &m, &opts)
             .await
             .unwrap();
     }
     let d = t.elapsed();
     println!(
-        "realapi: 1,000 server-side applies (creates) through apply::ssa, one at a time: {:.1} s ({:.0} objects/s)",
+        "{label}: 1,000 server-side applies (creates) through apply::ssa, one at a time: {:.1} s ({:.0} objects/s)",
         d.as_secs_f64(),
         1000.0 / d.as_secs_f64()
     );

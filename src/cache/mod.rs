@@ -1,4 +1,4 @@
-//! The watch-fed ownership cache of one cluster: API discovery, one list+watch per listable
+//! The watch-fed ownership cache of one cluster: API discovery, one list+watch per watchable
 //! resource type (filtered by group, kind, namespace), metadata-only by default (metadata
 //! carries managedFields) and full objects for configured kinds; indexes from object to
 //! managers and manager to objects; schemas per group-version from `/openapi/v3`, refreshed
@@ -88,7 +88,7 @@ impl Default for CacheConfig {
 impl CacheConfig {
     fn wants(&self, r: &ServedResource) -> bool {
         let group = r.api_version.rsplit_once('/').map_or("", |(g, _)| g);
-        r.listable
+        r.watchable
             && (self.include_groups.is_empty() || self.include_groups.iter().any(|g| g == group))
             && !self.exclude_groups.iter().any(|g| g == group)
             && (self.include_kinds.is_empty() || self.include_kinds.contains(&r.kind))

@@ -83,6 +83,10 @@ pub(super) fn list(text: &str) -> Option<List<'_>> {
     s.object(0, |s, key, depth| match key {
         b"items" => {
             once(&mut items, ())?;
+            // kube-apiserver encodes an empty metadata list's items as `null` (a nil Go slice).
+            if s.null()? {
+                return Some(());
+            }
             s.array(depth, |s, depth| {
                 list.items.push(s.object_meta(depth)?);
                 Some(())
@@ -503,7 +507,9 @@ mod tests {
         let serde: RawMetaList = serde_json::from_str(&page).unwrap();
         assert_eq!(skimmed.resource_version, serde.metadata.resource_version);
         assert_eq!(skimmed.cont, "abc");
-        let serde_items: Vec<Meta> = serde.items.into_iter().map(|o| o.metadata.into()).collect();
+        let serde_items: Vec<Meta> = (serde.items.into_iter().flatten())
+            .map(|o| o.metadata.into())
+            .collect();
         let skimmed_items: Vec<Meta> = skimmed.items.into_iter().map(checked_cuts).collect();
         assert_eq!(skimmed_items, serde_items);
         for item in &items {
@@ -513,12 +519,13 @@ mod tests {
                 Meta::from(serde.metadata)
             );
         }
-        // An empty page, and a page serde refuses (items null) left to serde.
+        // An empty page, and one as kube-apiserver sends an empty metadata list (items null).
         let empty = list(r#"{"metadata":{"resourceVersion":"1"},"items":[]}"#).unwrap();
         assert_eq!(
             (empty.items.len(), &*empty.resource_version, &*empty.cont),
             (0, "1", "")
         );
-        assert!(list(r#"{"metadata":{"resourceVersion":"1"},"items":null}"#).is_none());
+        let null = list(r#"{"metadata":{"resourceVersion":"2"},"items":null}"#).unwrap();
+        assert_eq!((null.items.len(), &*null.resource_version), (0, "2"));
     }
 }

@@ -139,8 +139,9 @@ async fn sleep_or_stop(
 
 #[derive(serde::Deserialize)]
 struct RawList<'a> {
+    /// `null` from kube-apiserver when a metadata list is empty (a nil Go slice).
     #[serde(borrow, default)]
-    items: Vec<&'a serde_json::value::RawValue>,
+    items: Option<Vec<&'a serde_json::value::RawValue>>,
     #[serde(default)]
     metadata: ListMeta,
 }
@@ -252,7 +253,9 @@ pub fn list_page(
         super::skim::list(page).or_else(|| {
             let list = serde_json::from_str::<RawMetaList>(page).ok()?;
             Some(super::skim::List {
-                items: list.items.into_iter().map(|o| o.metadata.into()).collect(),
+                items: (list.items.into_iter().flatten())
+                    .map(|o| o.metadata.into())
+                    .collect(),
                 resource_version: list.metadata.resource_version.into(),
                 cont: list.metadata.cont.into(),
             })
@@ -274,7 +277,7 @@ pub fn list_page(
         }
     }
     let list: RawList = serde_json::from_str(page).map_err(|e| e.to_string())?;
-    for item in list.items {
+    for item in list.items.unwrap_or_default() {
         match decode(table, item.get(), interner) {
             Ok(e) => relist.upsert(table, e),
             Err(why) => {
@@ -500,8 +503,9 @@ pub fn apply_event_recorded(
 /// A list page with its objects' metadata read in the same pass.
 #[derive(serde::Deserialize)]
 pub(super) struct RawMetaList<'a> {
+    /// `null` when empty, from kube-apiserver ([`RawList::items`]).
     #[serde(borrow, default)]
-    pub(super) items: Vec<RawObject<'a>>,
+    pub(super) items: Option<Vec<RawObject<'a>>>,
     #[serde(default)]
     pub(super) metadata: ListMeta,
 }

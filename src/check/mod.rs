@@ -540,10 +540,6 @@ pub fn predict_prepared(
         ),
         _ => Vec::new(),
     };
-    p.notes.extend(crate::validation::immutable::notes(
-        &t.info.gvk.kind,
-        &errors,
-    ));
     if let (Some(schema), Some(stored)) = (&t.info.validation, &p.object) {
         let v = crate::validation::validate(stored, schema);
         errors.extend(match live {

@@ -41,6 +41,35 @@ pub fn stored_object(
     (defaulted | encoded | converted, before.filter(|_| encoded))
 }
 
+/// A non-apply write (a create, an update, a patch's result) of the built-in type
+/// `type_name` as the server decodes it before its field manager records the write:
+/// defaulted, through its Go type, converted to the internal type and back. What the
+/// strategy does after that is [`prepared`].
+pub fn decoded_write(type_name: &str, obj: &mut Value) {
+    apply(type_name, obj);
+    shapes::round_trip(type_name, obj);
+    stored::convert(type_name, obj);
+}
+
+/// What the strategy and admission make of a decoded write before it is stored (`live`:
+/// the object it replaces, `None` for a create).
+pub fn prepared(type_name: &str, obj: &mut Value, live: Option<&Value>) {
+    stored::prepare(type_name, obj, live);
+}
+
+/// The object a create's field manager compares the new one with: the Go zero value of the
+/// built-in type `type_name` as it encodes ([`shapes::zero`]: `spec: {}`, a pod spec's
+/// `containers: null`), with `apiVersion` and `kind`; a managed field is what differs from it
+/// (so a created object's entry has no `.` for what the zero value already holds).
+pub fn zero_object(type_name: &str, api_version: &str, kind: &str) -> Value {
+    let mut v = shapes::zero(type_name).unwrap_or(Value::Map(Map::new()));
+    if let Some(m) = v.as_map_mut() {
+        m.insert("apiVersion", Value::from(api_version));
+        m.insert("kind", Value::from(kind));
+    }
+    v
+}
+
 /// A stored object of the built-in type `type_name` as the server decodes it: with the
 /// defaults it may have been stored without (written before they existed, or a hand-written
 /// snapshot), through its Go type.

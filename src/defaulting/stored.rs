@@ -40,9 +40,23 @@ pub fn secret_data(secret: &Value) -> Option<Value> {
 /// Rewrites an object of built-in type `type_name` into the form the server stores and
 /// serves; `live`: the object it replaces (`None`: a create). Whether anything changed.
 pub fn apply(type_name: &str, obj: &mut Value, live: Option<&Value>) -> bool {
+    convert(type_name, obj) | prepare(type_name, obj, live)
+}
+
+/// What the conversion to the internal type and back does (part of decoding a request: the
+/// field manager of a non-apply write compares the converted object with the live one).
+pub fn convert(type_name: &str, obj: &mut Value) -> bool {
     match type_name {
         "io.k8s.api.core.v1.Secret" => fold_string_data(obj),
         "io.k8s.api.apps.v1.StatefulSet" => claim_template_kinds(obj),
+        _ => false,
+    }
+}
+
+/// What the registry strategy and admission do after the field manager has recorded a write
+/// (nobody owns what they change).
+pub fn prepare(type_name: &str, obj: &mut Value, live: Option<&Value>) -> bool {
+    match type_name {
         "io.k8s.api.apps.v1.DaemonSet" => template_generation(obj, live),
         "io.k8s.api.core.v1.PersistentVolumeClaim" if live.is_none() => {
             add_finalizer(obj, "kubernetes.io/pvc-protection")

@@ -126,7 +126,11 @@ pub struct ServedResource {
     pub singular: String,
     pub short_names: Vec<String>,
     pub namespaced: bool,
+    /// `list` among its verbs (what a snapshot reads).
     pub listable: bool,
+    /// `list` and `watch` among its verbs (what the watch cache follows: kube-apiserver
+    /// serves some resources, `componentstatuses`, that can be listed but not watched).
+    pub watchable: bool,
 }
 
 impl ServedResource {
@@ -252,6 +256,7 @@ impl Api {
                         .filter_map(|v| v.as_str().map(str::to_string))
                         .collect()
                 };
+                let verbs = strings("verbs");
                 out.push(ServedResource {
                     api_version: av.clone(),
                     kind: kind.to_string(),
@@ -259,7 +264,10 @@ impl Api {
                     singular: r.str_at(&["singularName"]).unwrap_or("").to_string(),
                     short_names: strings("shortNames"),
                     namespaced: matches!(r.get_path(&["namespaced"]), Some(Value::Bool(true))),
-                    listable: strings("verbs").iter().any(|v| v == "list"),
+                    listable: verbs.iter().any(|v| v == "list"),
+                    watchable: ["list", "watch"]
+                        .iter()
+                        .all(|w| verbs.contains(&w.to_string())),
                 });
             }
         }

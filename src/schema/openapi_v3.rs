@@ -50,8 +50,13 @@ pub fn from_models(models: &Map, preserve_unknown_fields: bool) -> Result<Schema
         {
             continue;
         }
-        let atom = if name == QUANTITY || name == RAW_EXTENSION {
+        // As kube-openapi's `ToSchemaFromOpenAPI` does: a Quantity is an untyped scalar, a
+        // RawExtension (a ControllerRevision's `data`, a device configuration's
+        // `parameters`) is `__untyped_atomic_`: a scalar, list or map, replaced whole.
+        let atom = if name == QUANTITY {
             Atom::scalar(Scalar::Untyped)
+        } else if name == RAW_EXTENSION {
+            common_types().swap_remove(0).atom
         } else {
             c.visit(m, name, preserve_unknown_fields)
         };
@@ -322,5 +327,29 @@ mod tests {
         assert_eq!(a.element_type.name(), Some(DEDUCED_TYPE));
         let ios = &spec.find_field("ios").unwrap().ty.inlined;
         assert_eq!(ios.scalar, Some(Scalar::Untyped));
+    }
+
+    #[test]
+    fn a_raw_extension_is_untyped_atomic_and_a_quantity_an_untyped_scalar() {
+        let doc = json::parse(
+            br##"{"components":{"schemas":{
+              "io.k8s.apimachinery.pkg.runtime.RawExtension":{"type":"object"},
+              "io.k8s.apimachinery.pkg.api.resource.Quantity":{"type":"string"}
+            }}}"##,
+        )
+        .unwrap();
+        let s = from_value(&doc).unwrap();
+        let raw = &s.find_named(RAW_EXTENSION).unwrap().atom;
+        assert_eq!(raw.scalar, Some(Scalar::Untyped));
+        assert_eq!(
+            raw.map.as_ref().unwrap().element_relationship,
+            ElementRelationship::Atomic
+        );
+        assert_eq!(
+            raw.list.as_ref().unwrap().element_relationship,
+            ElementRelationship::Atomic
+        );
+        let q = &s.find_named(QUANTITY).unwrap().atom;
+        assert_eq!((q.scalar, q.map.is_none()), (Some(Scalar::Untyped), true));
     }
 }

@@ -82,7 +82,9 @@ fn openapi_v3_conversion_agrees_with_v2_up_to_documented_differences() {
         let documented =
             // v3 carries defaults for types the generated smd schema (our overlay) omits.
             d.contains(": default Some(") && d.ends_with(" vs None")
-            // kube-openapi's v3 converter types RawExtension as an untyped scalar (v2: atomic).
+            // A RawExtension: the v2 converter refers to `__untyped_atomic_` in its place,
+            // the v3 one keeps the named type with the same atom (kube-openapi's
+            // `ToSchemaFromOpenAPI`).
             || d.contains("RawExtension")
             // v3 writes IntOrString as oneOf (untyped scalar|list|map); v2 as an untyped scalar.
             || d.starts_with("io.k8s.apimachinery.pkg.util.intstr.IntOrString:");

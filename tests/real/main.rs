@@ -16,6 +16,7 @@ mod builtin;
 mod cli;
 mod differential;
 mod history;
+mod immutable;
 mod release;
 mod validation;
 mod watch;

@@ -1,14 +1,19 @@
-//! The watch-fed cache (what `serve` answers from) against the real apiserver
-//! (`../shared/realapi`): initial sync, steady churn, an apiserver restart with etcd kept, and
-//! etcd compaction forcing `410 Gone` on re-watch. After each, the cache must equal a fresh
-//! list from the server — every object at its resourceVersion, no delete missed.
+//! The watch-fed cache (what `serve` answers from) against real apiservers: initial sync,
+//! steady churn, an apiserver restart with etcd kept, and etcd compaction forcing `410 Gone` on
+//! re-watch. After each, the cache must equal a fresh list from the server — every object at
+//! its resourceVersion, no delete missed. The same history ([`follows`]) runs on custom
+//! resources against the apiextensions-apiserver (here, with a CRD deleted and re-created
+//! after it) and on a mix of built-in kinds against kube-apiserver, which serves every
+//! built-in group ([`kube`], with discovery of all of them).
 //!
 //! fieldguard reaches the server through a proxy the test can cut ([`support::proxy`]), so the
 //! changes it must not see happen while it is cut off, by construction rather than by timing.
 //! The test's own writes go to the server directly. Waits are for the event itself (the cache
 //! reaching the server's state), with a hang guard of 60 s.
 //!
-//! This binary restarts its server: it has this one test only.
+//! Each module restarts its server: it has one test only.
+
+mod kube;
 
 use crate::support;
 
@@ -25,132 +30,339 @@ use support::proxy::{Mode, Proxy};
 use support::realapi::{RealApi, get, install_crd, write};
 
 const NS: &str = "default";
-const LIST: &str = "/apis/fieldguard.test/v1/namespaces/default/widgets";
 
-fn url(name: &str) -> String {
-    format!("{LIST}/{name}")
+/// One kind of the objects a history writes: where they are listed, and an object of it.
+pub struct Kind {
+    pub group: &'static str,
+    pub kind: &'static str,
+    /// The namespaced list URL.
+    pub list: String,
+    /// An object named `name` in `namespace`, created with `note`.
+    pub object: fn(name: &str, namespace: &str, note: &str) -> Value,
 }
 
-fn widget(name: &str, note: &str) -> Value {
+/// The objects a history writes: its kinds, in one namespace, each with the same names.
+pub struct Population {
+    pub namespace: &'static str,
+    pub kinds: Vec<Kind>,
+    /// Names per kind.
+    pub names: usize,
+}
+
+/// An object of the population: its kind's index and its name.
+type Key = (usize, String);
+
+impl Population {
+    fn url(&self, k: &Key) -> String {
+        format!("{}/{}", self.kinds[k.0].list, k.1)
+    }
+
+    fn keys(&self) -> Vec<Key> {
+        (0..self.names)
+            .flat_map(|i| (0..self.kinds.len()).map(move |k| (k, format!("o{i:04}"))))
+            .collect()
+    }
+
+    async fn create(&self, api: &Api, k: &Key, note: &str) {
+        let kind = &self.kinds[k.0];
+        let body = (kind.object)(&k.1, self.namespace, note);
+        let r = write(
+            api,
+            http::Method::POST,
+            &kind.list,
+            "application/json",
+            &body,
+        )
+        .await;
+        if let Err(e) = r {
+            assert_eq!(e.code, 409, "create {k:?}: {e:?}");
+        }
+    }
+
+    /// A merge patch of an annotation, as `kubectl annotate` sends.
+    async fn update(&self, api: &Api, k: &Key, note: &str) {
+        let body = json!({"metadata": {"annotations": {"note": note}}});
+        let r = write(
+            api,
+            http::Method::PATCH,
+            &format!("{}?fieldManager=churn", self.url(k)),
+            "application/merge-patch+json",
+            &body,
+        )
+        .await;
+        if let Err(e) = r {
+            assert_eq!(e.code, 404, "update {k:?}: {e:?}");
+        }
+    }
+
+    async fn delete(&self, api: &Api, k: &Key) {
+        let r = write(
+            api,
+            http::Method::DELETE,
+            &self.url(k),
+            "application/json",
+            &json!({}),
+        )
+        .await;
+        if let Err(e) = r {
+            assert_eq!(e.code, 404, "delete {k:?}: {e:?}");
+        }
+    }
+
+    /// The server's objects of these kinds in the namespace now: (kind, name) →
+    /// resourceVersion (objects the server made itself included).
+    async fn truth(&self, api: &Api) -> BTreeMap<(String, String), String> {
+        let mut out = BTreeMap::new();
+        for kind in &self.kinds {
+            let list = get(api, &kind.list).await.expect("the list");
+            for o in list["items"].as_array().unwrap() {
+                out.insert(
+                    (
+                        kind.kind.to_string(),
+                        o["metadata"]["name"].as_str().unwrap().to_string(),
+                    ),
+                    o["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap()
+                        .to_string(),
+                );
+            }
+        }
+        out
+    }
+
+    /// The cache's objects of these kinds in the namespace: (kind, name) → resourceVersion.
+    fn cached(&self, cache: &ClusterCache) -> BTreeMap<(String, String), String> {
+        cache
+            .versions()
+            .into_iter()
+            .filter(|(r, _)| {
+                r.namespace == self.namespace
+                    && self
+                        .kinds
+                        .iter()
+                        .any(|k| k.group == r.group && k.kind == r.kind)
+            })
+            .map(|(r, v)| ((r.kind, r.name), v))
+            .collect()
+    }
+
+    /// Waits until the cache holds exactly the server's objects (and the server's state did
+    /// not move meanwhile: the test's writers are stopped when this is called).
+    async fn converged(
+        &self,
+        cache: &ClusterCache,
+        api: &Api,
+        phase: &str,
+    ) -> BTreeMap<(String, String), String> {
+        let want = self.truth(api).await;
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let have = self.cached(cache);
+            if have == want {
+                return want;
+            }
+            if std::time::Instant::now() > until {
+                let missing: Vec<_> = want.keys().filter(|k| !have.contains_key(*k)).collect();
+                let extra: Vec<_> = have.keys().filter(|k| !want.contains_key(*k)).collect();
+                let stale: Vec<_> = want
+                    .iter()
+                    .filter(|(k, v)| have.get(*k).is_some_and(|h| h != *v))
+                    .map(|(k, _)| k)
+                    .collect();
+                panic!(
+                    "{phase}: the cache did not converge in 60 s: {} objects on the server, {} \
+                     cached; missing {missing:?}, not deleted {extra:?}, stale {stale:?}",
+                    want.len(),
+                    have.len()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// `n` random writes: creates, updates and deletes over every key.
+    async fn churn(&self, api: &Api, rng: &mut StdRng, n: usize) -> [usize; 3] {
+        let keys = self.keys();
+        let mut done = [0; 3];
+        for i in 0..n {
+            let k = &keys[rng.gen_range(0..keys.len())];
+            let what = rng.gen_range(0..3);
+            match what {
+                0 => self.create(api, k, &format!("c{i}")).await,
+                1 => self.update(api, k, &format!("u{i}")).await,
+                _ => self.delete(api, k).await,
+            }
+            done[what] += 1;
+        }
+        done
+    }
+
+    /// `n` of the objects in `objects`, as keys of this population.
+    fn some(
+        &self,
+        objects: &BTreeMap<(String, String), String>,
+        n: usize,
+        from_end: bool,
+    ) -> Vec<Key> {
+        let ours = objects.keys().filter_map(|(kind, name)| {
+            let k = self.kinds.iter().position(|x| x.kind == kind)?;
+            name.starts_with('o').then(|| (k, name.clone()))
+        });
+        if from_end {
+            ours.rev().take(n).collect()
+        } else {
+            ours.take(n).collect()
+        }
+    }
+}
+
+fn seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(1)
+}
+
+/// The history both servers go through, each phase ending with the cache equal to the
+/// server: (1) initial sync of three quarters of the population, listed 64 a page (each page
+/// asked for while the one before is decoded; so are the relists below); (2) steady churn,
+/// followed by events without a relist; (3) the apiserver killed and started again on the
+/// same etcd while fieldguard is cut off and objects change, some deleted: its watches resume
+/// or relist and miss no delete; (4) compaction: the apiserver without its watch cache
+/// (watches read etcd directly, as for resources whose cache is off), fieldguard cut off,
+/// objects changed and deleted, etcd's history compacted past what fieldguard saw: the
+/// re-watch is refused with 410 and answered by a relist. Returns the cache and the proxy.
+async fn follows(
+    server: &RealApi,
+    pop: &Population,
+    config: CacheConfig,
+    what: &str,
+) -> (Arc<ClusterCache>, Proxy) {
+    let api = server.api().await;
+    let seed = seed();
+    println!("{what}: seed {seed}");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let keys = pop.keys();
+    let initial = keys.len() * 3 / 4;
+
+    for k in &keys[..initial] {
+        pop.create(&api, k, "initial").await;
+    }
+    let proxy = Proxy::start(server.addr()).await;
+    let via = RealApi::api_of(&server.kubeconfig_via(proxy.addr)).await;
+    let config = CacheConfig {
+        backoff: Duration::from_millis(50),
+        max_backoff: Duration::from_secs(1),
+        page_size: 64,
+        ..config
+    };
+    let started = std::time::Instant::now();
+    let cache: Arc<ClusterCache> = ClusterCache::start("real", via, config).await.unwrap();
+    // A hang guard, not a goal: kube-apiserver's 57 kinds start listing at once, on a machine
+    // that runs the other modules' control planes beside this one.
+    if tokio::time::timeout(Duration::from_secs(180), cache.wait_synced())
+        .await
+        .is_err()
+    {
+        panic!(
+            "initial sync: not in 180 s; out of sync: {:?}; watch restarts {}, relists {}",
+            cache.out_of_sync(),
+            cache.stats.watch_restarts.load(Ordering::SeqCst),
+            cache.stats.relists.load(Ordering::SeqCst)
+        );
+    }
+    let synced = pop.converged(&cache, &api, "initial sync").await;
+    assert!(synced.len() >= initial, "{} of {initial}", synced.len());
+    println!(
+        "{what}: initial sync: {} objects of {} kinds in {:.1} s ({} tables, {} objects in all)",
+        synced.len(),
+        pop.kinds.len(),
+        started.elapsed().as_secs_f64(),
+        cache.tables().len(),
+        cache.len()
+    );
+
+    let relists = cache.stats.relists.load(Ordering::SeqCst);
+    let done = pop
+        .churn(&api, &mut rng, pop.names * pop.kinds.len() * 3 / 2)
+        .await;
+    let after_churn = pop.converged(&cache, &api, "churn").await;
+    assert_eq!(
+        cache.stats.relists.load(Ordering::SeqCst),
+        relists,
+        "steady churn needed a relist"
+    );
+    println!(
+        "{what}: churn of {done:?} creates/updates/deletes: {} objects, followed by events",
+        after_churn.len()
+    );
+
+    proxy.set(Mode::Refuse);
+    let victims = pop.some(&after_churn, 25, false);
+    for v in &victims {
+        pop.delete(&api, v).await;
+    }
+    pop.churn(&api, &mut rng, 100).await;
+    let relists = cache.stats.relists.load(Ordering::SeqCst);
+    server.restart_apiserver(&[]).await;
+    proxy.set(Mode::Forward);
+    let after_restart = pop.converged(&cache, &api, "apiserver restart").await;
+    let gone = |before: &BTreeMap<(String, String), String>,
+                after: &BTreeMap<(String, String), String>,
+                v: &Key| {
+        let k = (pop.kinds[v.0].kind.to_string(), v.1.clone());
+        !after.contains_key(&k) || before.get(&k) != after.get(&k)
+    };
+    for v in &victims {
+        assert!(
+            gone(&after_churn, &after_restart, v),
+            "{v:?} deleted during the outage is still cached at its old version"
+        );
+    }
+    println!(
+        "{what}: apiserver restart: {} objects, {} relist(s)",
+        after_restart.len(),
+        cache.stats.relists.load(Ordering::SeqCst) - relists
+    );
+
+    server.restart_apiserver(&["--watch-cache=false"]).await;
+    let settled = pop
+        .converged(&cache, &api, "restart without watch cache")
+        .await;
+    proxy.set(Mode::Refuse);
+    let victims = pop.some(&settled, 25, true);
+    for v in &victims {
+        pop.delete(&api, v).await;
+    }
+    pop.churn(&api, &mut rng, 100).await;
+    let relists = cache.stats.relists.load(Ordering::SeqCst);
+    let rev = server.compact_etcd();
+    proxy.set(Mode::Forward);
+    let after_compaction = pop.converged(&cache, &api, "compaction").await;
+    let relisted = cache.stats.relists.load(Ordering::SeqCst) - relists;
+    assert!(
+        relisted >= 1,
+        "no relist after compaction to revision {rev}: the re-watch was not refused with 410"
+    );
+    for v in &victims {
+        assert!(
+            gone(&settled, &after_compaction, v),
+            "{v:?} deleted before the compaction is still cached at its old version"
+        );
+    }
+    println!(
+        "{what}: compaction to revision {rev}: {} objects, {relisted} relist(s), {} proxy connections",
+        after_compaction.len(),
+        proxy.accepted()
+    );
+    (cache, proxy)
+}
+
+fn widget(name: &str, namespace: &str, note: &str) -> Value {
     json!({"apiVersion": "fieldguard.test/v1", "kind": "Widget",
-           "metadata": {"name": name, "namespace": NS},
+           "metadata": {"name": name, "namespace": namespace},
            "spec": {"note": note, "labels": {"app": name}}})
-}
-
-async fn create(api: &Api, name: &str, note: &str) {
-    let r = write(
-        api,
-        http::Method::POST,
-        LIST,
-        "application/json",
-        &widget(name, note),
-    )
-    .await;
-    if let Err(e) = r {
-        assert_eq!(e.code, 409, "create {name}: {e:?}");
-    }
-}
-
-async fn update(api: &Api, name: &str, note: &str) {
-    let body = json!({"spec": {"note": note}});
-    let r = write(
-        api,
-        http::Method::PATCH,
-        &format!("{}?fieldManager=churn", url(name)),
-        "application/merge-patch+json",
-        &body,
-    )
-    .await;
-    if let Err(e) = r {
-        assert_eq!(e.code, 404, "update {name}: {e:?}");
-    }
-}
-
-async fn delete(api: &Api, name: &str) {
-    let r = write(
-        api,
-        http::Method::DELETE,
-        &url(name),
-        "application/json",
-        &json!({}),
-    )
-    .await;
-    if let Err(e) = r {
-        assert_eq!(e.code, 404, "delete {name}: {e:?}");
-    }
-}
-
-/// The server's widgets now: name → resourceVersion.
-async fn truth(api: &Api) -> BTreeMap<String, String> {
-    let list = get(api, LIST).await.expect("the widget list");
-    list["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| {
-            (
-                o["metadata"]["name"].as_str().unwrap().to_string(),
-                o["metadata"]["resourceVersion"]
-                    .as_str()
-                    .unwrap()
-                    .to_string(),
-            )
-        })
-        .collect()
-}
-
-/// The cache's widgets: name → resourceVersion.
-fn cached(cache: &ClusterCache) -> BTreeMap<String, String> {
-    cache
-        .versions()
-        .into_iter()
-        .filter(|(r, _)| r.kind == "Widget")
-        .map(|(r, v)| (r.name, v))
-        .collect()
-}
-
-/// Waits until the cache holds exactly the server's widgets (and the server's state did not
-/// move meanwhile: the test's writers are stopped when this is called).
-async fn converged(cache: &ClusterCache, api: &Api, phase: &str) -> BTreeMap<String, String> {
-    let want = truth(api).await;
-    let until = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let have = cached(cache);
-        if have == want {
-            return want;
-        }
-        if std::time::Instant::now() > until {
-            let missing: Vec<_> = want.keys().filter(|k| !have.contains_key(*k)).collect();
-            let extra: Vec<_> = have.keys().filter(|k| !want.contains_key(*k)).collect();
-            let stale: Vec<_> = want
-                .iter()
-                .filter(|(k, v)| have.get(*k).is_some_and(|h| h != *v))
-                .map(|(k, _)| k)
-                .collect();
-            panic!(
-                "{phase}: the cache did not converge in 60 s: {} objects on the server, {} cached; \
-                 missing {missing:?}, not deleted {extra:?}, stale {stale:?}",
-                want.len(),
-                have.len()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// `n` random writes: creates, updates and deletes over `names`.
-async fn churn(api: &Api, rng: &mut StdRng, names: &[String], n: usize) -> [usize; 3] {
-    let mut done = [0; 3];
-    for i in 0..n {
-        let name = &names[rng.gen_range(0..names.len())];
-        match rng.gen_range(0..3) {
-            0 => create(api, name, &format!("c{i}")).await,
-            1 => update(api, name, &format!("u{i}")).await,
-            _ => delete(api, name).await,
-        }
-        done[i % 3] += 1;
-    }
-    done
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -164,110 +376,25 @@ async fn the_cache_follows_the_real_apiserver_through_restarts_and_compaction() 
     )
     .unwrap();
     install_crd(&api, &crd).await;
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(1);
-    println!("real watch: seed {seed}");
-    let mut rng = StdRng::seed_from_u64(seed);
-    let names: Vec<String> = (0..400).map(|i| format!("w{i:03}")).collect();
-
-    // 1. Initial sync of 300 objects, listed 64 a page (5 pages, each asked for while the
-    //    one before is decoded); so are the relists after a compaction below.
-    for n in &names[..300] {
-        create(&api, n, "initial").await;
-    }
-    let proxy = Proxy::start(server.addr()).await;
-    let via = RealApi::api_of(&server.kubeconfig_via(proxy.addr)).await;
+    let pop = Population {
+        namespace: NS,
+        kinds: vec![Kind {
+            group: "fieldguard.test",
+            kind: "Widget",
+            list: "/apis/fieldguard.test/v1/namespaces/default/widgets".into(),
+            object: widget,
+        }],
+        names: 400,
+    };
     let config = CacheConfig {
         include_groups: vec![
             "fieldguard.test".into(),
             "p.test".into(),
             "apiextensions.k8s.io".into(),
         ],
-        backoff: Duration::from_millis(50),
-        max_backoff: Duration::from_secs(1),
-        page_size: 64,
         ..CacheConfig::default()
     };
-    let cache: Arc<ClusterCache> = ClusterCache::start("real", via, config).await.unwrap();
-    tokio::time::timeout(Duration::from_secs(60), cache.wait_synced())
-        .await
-        .expect("initial sync");
-    let synced = converged(&cache, &api, "initial sync").await;
-    assert_eq!(synced.len(), 300);
-    println!("real watch: initial sync: {} widgets", synced.len());
-
-    // 2. Steady churn while it watches: the events arrive, nothing is relisted.
-    let relists = cache.stats.relists.load(Ordering::SeqCst);
-    let done = churn(&api, &mut rng, &names, 600).await;
-    let after_churn = converged(&cache, &api, "churn").await;
-    assert_eq!(
-        cache.stats.relists.load(Ordering::SeqCst),
-        relists,
-        "steady churn needed a relist"
-    );
-    println!(
-        "real watch: churn of {done:?} creates/updates/deletes: {} widgets, followed by events",
-        after_churn.len()
-    );
-
-    // 3. The apiserver restarts (etcd kept) while fieldguard is cut off and objects change,
-    //    some deleted: its watches must resume or relist, and miss no delete.
-    proxy.set(Mode::Refuse);
-    let victims: Vec<String> = after_churn.keys().take(25).cloned().collect();
-    for v in &victims {
-        delete(&api, v).await;
-    }
-    churn(&api, &mut rng, &names, 100).await;
-    let relists = cache.stats.relists.load(Ordering::SeqCst);
-    server.restart_apiserver(&[]).await;
-    proxy.set(Mode::Forward);
-    let after_restart = converged(&cache, &api, "apiserver restart").await;
-    for v in &victims {
-        assert!(
-            !after_restart.contains_key(v) || after_churn.get(v) != after_restart.get(v),
-            "{v} deleted during the outage is still cached at its old version"
-        );
-    }
-    println!(
-        "real watch: apiserver restart: {} widgets, {} relist(s)",
-        after_restart.len(),
-        cache.stats.relists.load(Ordering::SeqCst) - relists
-    );
-
-    // 4. Compaction. The apiserver runs without its watch cache (watches read etcd directly,
-    //    as for resources whose cache is off), fieldguard is cut off, objects change and are
-    //    deleted, etcd's history is compacted past what fieldguard saw: the re-watch must be
-    //    refused with 410 and answered by a relist.
-    server.restart_apiserver(&["--watch-cache=false"]).await;
-    let settled = converged(&cache, &api, "restart without watch cache").await;
-    proxy.set(Mode::Refuse);
-    let victims: Vec<String> = settled.keys().rev().take(25).cloned().collect();
-    for v in &victims {
-        delete(&api, v).await;
-    }
-    churn(&api, &mut rng, &names, 100).await;
-    let relists = cache.stats.relists.load(Ordering::SeqCst);
-    let rev = server.compact_etcd();
-    proxy.set(Mode::Forward);
-    let after_compaction = converged(&cache, &api, "compaction").await;
-    let relisted = cache.stats.relists.load(Ordering::SeqCst) - relists;
-    assert!(
-        relisted >= 1,
-        "no relist after compaction to revision {rev}: the re-watch was not refused with 410"
-    );
-    for v in &victims {
-        assert!(
-            !after_compaction.contains_key(v) || settled.get(v) != after_compaction.get(v),
-            "{v} deleted before the compaction is still cached at its old version"
-        );
-    }
-    println!(
-        "real watch: compaction to revision {rev}: {} widgets, {relisted} relist(s), {} proxy connections",
-        after_compaction.len(),
-        proxy.accepted()
-    );
+    let (cache, proxy) = follows(server, &pop, config, "real watch").await;
 
     // 5. A CRD created, deleted and created again: its kind is watched when it appears, its
     //    table goes with it, and the new one is watched again.

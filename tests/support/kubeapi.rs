@@ -5,24 +5,17 @@
 //!
 //! One control plane per test module ([`shared_server`]), stopped by a watchdog when the test
 //! binary exits. There is no kubelet and no scheduler: a test that needs a Pod or Job to finish
-//! writes its status as the kubelet or the job controller would, and says so.
+//! writes its status as the kubelet or the job controller would, and says so. It is driven as
+//! the real tier's server is ([`RealApi`]: clients, restarts, etcd compaction, logs): clients
+//! reach kube-apiserver itself, at the base port + 2; its kubeconfig has contexts `admin`
+//! (system:masters), `alice` and `viewer` (no rights until a test binds some).
 
-use super::realapi::{Launch, Servers, launch_if_built, per_module, root};
-use fieldguard::live::api::{Api, ClusterOptions};
+use super::realapi::{Launch, RealApi, Servers, launch_if_built, per_module, root};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Mutex;
 
 /// A running control plane.
-pub struct KubeApi {
-    /// Run directory: etcd data, PKI, tokens, logs, kubeconfig.
-    pub run: PathBuf,
-    /// Kubeconfig with contexts `admin` (system:masters), `alice` and `viewer` (no rights
-    /// until a test binds some).
-    pub kubeconfig: PathBuf,
-    /// Base port: etcd's client port; kube-apiserver is at `port + 2`.
-    pub port: u16,
-}
+pub type KubeApi = RealApi;
 
 /// The control plane that the tests of module `key` (their `module_path!()`) share, started
 /// on first use; `None` when it is not built (a failure instead when
@@ -43,30 +36,7 @@ pub fn shared_server(key: &'static str) -> Option<&'static KubeApi> {
             run: l.run,
             kubeconfig: l.kubeconfig,
             port: l.port,
+            client: l.port + 2,
         })
     })
-}
-
-impl KubeApi {
-    /// A client as `admin` (allowed everything).
-    pub async fn api(&self) -> Api {
-        self.api_as("admin").await
-    }
-
-    /// A client of the given context (`admin`, `alice` or `viewer`).
-    pub async fn api_as(&self, context: &str) -> Api {
-        let opts = ClusterOptions {
-            kubeconfig: Some(self.kubeconfig.clone()),
-            context: Some(context.into()),
-        };
-        Api::connect(&opts).await.unwrap().0
-    }
-
-    /// The end of one of the control plane's logs (`apiserver`, `controller-manager`, `etcd`).
-    pub fn log_tail(&self, which: &str, lines: usize) -> String {
-        let log =
-            std::fs::read_to_string(self.run.join(format!("{which}.log"))).unwrap_or_default();
-        let all: Vec<&str> = log.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
-    }
 }

@@ -90,7 +90,7 @@ pub fn example_resources() -> Vec<Resource> {
 
 /// The example's published schemas, the CRD's built as kube-apiserver publishes them.
 fn add_example_schemas(st: &mut State, crd: &Value) {
-    let core = openapi_fixture("api__v1_openapi.json");
+    let core = openapi_fixture("v1.36.5/api__v1_openapi.json");
     st.openapi.insert(
         "apis/cert-manager.io/v1".into(),
         crd_openapi(crd, "v1", &core),
@@ -98,11 +98,11 @@ fn add_example_schemas(st: &mut State, crd: &Value) {
     st.openapi.insert("api/v1".into(), core);
     st.openapi.insert(
         "apis/apps/v1".into(),
-        openapi_fixture("apis__apps__v1_openapi.json"),
+        openapi_fixture("v1.36.5/apis__apps__v1_openapi.json"),
     );
     st.openapi.insert(
         "apis/autoscaling/v2".into(),
-        openapi_fixture("apis__autoscaling__v2_openapi.json"),
+        openapi_fixture("v1.36.5/apis__autoscaling__v2_openapi.json"),
     );
 }
 
@@ -188,5 +188,38 @@ pub async fn serve(stores: fieldguard::service::Stores) -> tonic::transport::Cha
         .unwrap()
         .connect()
         .await
+        .unwrap()
+}
+
+/// The bundled example snapshot's objects (`examples/cluster/shop.yaml`, exported from a real
+/// kube-apiserver by `examples/cluster/generate.sh`: its resourceVersions and times change
+/// with each export), as JSON.
+pub fn example_objects() -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(root().join("examples/cluster/shop.yaml")).unwrap();
+    let list = fieldguard::value::yaml::parse_one(&text).unwrap();
+    judge::to_json(&list)["items"].as_array().unwrap().clone()
+}
+
+/// The example's object of `kind`.
+pub fn example_object(kind: &str) -> serde_json::Value {
+    example_objects()
+        .into_iter()
+        .find(|o| o["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} in the example"))
+}
+
+/// The newest time of `manager`'s entries in the example.
+pub fn example_newest(manager: &str) -> String {
+    example_objects()
+        .iter()
+        .flat_map(|o| {
+            o["metadata"]["managedFields"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter(|e| e["manager"] == manager)
+        .filter_map(|e| e["time"].as_str().map(String::from))
+        .max()
         .unwrap()
 }

@@ -21,9 +21,11 @@ pub struct RealApi {
     pub run: PathBuf,
     /// Kubeconfig with contexts `admin` and `viewer`.
     pub kubeconfig: PathBuf,
-    /// Base port: etcd's client port; the apiserver is at `port + 2`, the shim (what
-    /// clients use) at `port + 3`.
+    /// Base port: etcd's client port; the apiserver is at `port + 2`.
     pub port: u16,
+    /// The port clients use: the shim in front of the apiextensions-apiserver (`port + 3`),
+    /// kube-apiserver itself (`port + 2`).
+    pub client: u16,
 }
 
 /// The project root.
@@ -59,6 +61,7 @@ pub fn shared_server(key: &'static str) -> Option<&'static RealApi> {
             run: l.run,
             kubeconfig: l.kubeconfig,
             port: l.port,
+            client: l.port + 3,
         })
     })
 }
@@ -207,15 +210,15 @@ fn watchdog(run: &Path, stop: &Path) {
 }
 
 impl RealApi {
-    /// Where clients connect (the shim in front of the apiserver).
+    /// Where clients connect.
     pub fn addr(&self) -> std::net::SocketAddr {
-        ([127, 0, 0, 1], self.port + 3).into()
+        ([127, 0, 0, 1], self.client).into()
     }
 
     /// A kubeconfig like the server's that reaches it through `addr` instead (a proxy).
     pub fn kubeconfig_via(&self, addr: std::net::SocketAddr) -> PathBuf {
         let text = std::fs::read_to_string(&self.kubeconfig).unwrap();
-        let direct = format!("https://127.0.0.1:{}", self.port + 3);
+        let direct = format!("https://127.0.0.1:{}", self.client);
         assert!(text.contains(&direct), "kubeconfig without {direct}");
         let path = self.run.join(format!("kubeconfig-via-{}", addr.port()));
         std::fs::write(&path, text.replace(&direct, &format!("https://{addr}"))).unwrap();
@@ -233,7 +236,7 @@ impl RealApi {
 
     /// Kills the apiserver process and starts it again on the same etcd (its data kept),
     /// with `extra` appended to its command line (a later flag wins); returns when it answers
-    /// through the shim again. Every watch on it ends; its watch cache starts afresh.
+    /// where clients connect again. Every watch on it ends; its watch cache starts afresh.
     pub async fn restart_apiserver(&self, extra: &[&str]) {
         let pid_file = self.run.join("apiserver.pid");
         let pid = std::fs::read_to_string(&pid_file)
@@ -315,12 +318,9 @@ impl RealApi {
                 }
             }
             if std::time::Instant::now() > ready {
-                let log =
-                    std::fs::read_to_string(self.run.join("apiserver.log")).unwrap_or_default();
-                let tail: Vec<&str> = log.lines().rev().take(30).collect();
                 panic!(
                     "the restarted apiserver does not serve {waiting:?}; its log ends:\n{}",
-                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                    self.log_tail("apiserver", 30)
                 );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -370,7 +370,15 @@ impl RealApi {
         self.api_as("admin").await
     }
 
-    /// A client of the given context (`admin` or `viewer`).
+    /// The end of one of the server's logs (`apiserver`, `etcd`, `controller-manager`).
+    pub fn log_tail(&self, which: &str, lines: usize) -> String {
+        let log =
+            std::fs::read_to_string(self.run.join(format!("{which}.log"))).unwrap_or_default();
+        let all: Vec<&str> = log.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// A client of the given context (`admin` and `viewer`; on kube-apiserver also `alice`).
     pub async fn api_as(&self, context: &str) -> fieldguard::live::api::Api {
         let opts = fieldguard::live::api::ClusterOptions {
             kubeconfig: Some(self.kubeconfig.clone()),
@@ -420,6 +428,21 @@ pub async fn write(
         }
         Err(Err(e)) => panic!("transport: {e}"),
     }
+}
+
+/// Creates namespace `name` (kube-apiserver; the apiextensions tier serves none).
+pub async fn create_namespace(api: &Api, name: &str) {
+    let ns =
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+    write(
+        api,
+        http::Method::POST,
+        "/api/v1/namespaces",
+        "application/json",
+        &ns,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("creating namespace {name}: {e:?}"));
 }
 
 /// GETs JSON; `None` on 404.

@@ -1,13 +1,14 @@
-//! Cluster machinery: RBAC bindings, storage (StorageClass, VolumeAttachment, CSIDriver),
-//! IngressClass, PriorityClass and EndpointSlice. Where v1 defaulting fills a field the
-//! manifest may leave out (a StorageClass's `reclaimPolicy`, a binding's `roleRef.apiGroup`),
-//! both sides are compared defaulted.
+//! Cluster machinery: RBAC bindings, storage (StorageClass, VolumeAttachment, CSIDriver,
+//! CSINode, CSIStorageCapacity, VolumeAttributesClass), networking (IngressClass, IPAddress,
+//! ServiceCIDR), PriorityClass, EndpointSlice and RuntimeClass. Where v1 defaulting fills a
+//! field the manifest may leave out (a StorageClass's `reclaimPolicy`, a binding's
+//! `roleRef.apiGroup`), both sides are compared defaulted.
 
-use super::{FIELD_IMMUTABLE, Rule, Update, forbidden, invalid, render, same};
+use super::{FIELD_IMMUTABLE, Rule, Update, at, forbidden, invalid, render, same};
 use crate::validation::FieldError;
 use crate::value::Value;
 
-pub static RULES: [Rule; 7] = [
+pub static RULES: [Rule; 13] = [
     Rule {
         group: "rbac.authorization.k8s.io",
         kinds: &["RoleBinding", "ClusterRoleBinding"],
@@ -64,6 +65,54 @@ pub static RULES: [Rule; 7] = [
         refuses: "addressType changed",
         check: endpoint_slice,
     },
+    Rule {
+        group: "storage.k8s.io",
+        kinds: &["CSINode"],
+        versions: &[],
+        source: "ValidateCSINodeUpdate (pkg/apis/storage/validation)",
+        refuses: "a driver entry (by name) changed but for its allocatable count (MutableCSINodeAllocatableCount); drivers may be added or removed",
+        check: csi_node,
+    },
+    Rule {
+        group: "storage.k8s.io",
+        kinds: &["CSIStorageCapacity"],
+        versions: &[],
+        source: "ValidateCSIStorageCapacityUpdate (pkg/apis/storage/validation)",
+        refuses: "nodeTopology or storageClassName changed",
+        check: csi_storage_capacity,
+    },
+    Rule {
+        group: "storage.k8s.io",
+        kinds: &["VolumeAttributesClass"],
+        versions: &[],
+        source: "ValidateVolumeAttributesClassUpdate (pkg/apis/storage/validation)",
+        refuses: "driverName or parameters changed",
+        check: volume_attributes_class,
+    },
+    Rule {
+        group: "node.k8s.io",
+        kinds: &["RuntimeClass"],
+        versions: &[],
+        source: "ValidateRuntimeClassUpdate (pkg/apis/node/validation)",
+        refuses: "handler changed",
+        check: runtime_class,
+    },
+    Rule {
+        group: "networking.k8s.io",
+        kinds: &["IPAddress"],
+        versions: &[],
+        source: "ValidateIPAddressUpdate (pkg/apis/networking/validation)",
+        refuses: "spec.parentRef changed",
+        check: ip_address,
+    },
+    Rule {
+        group: "networking.k8s.io",
+        kinds: &["ServiceCIDR"],
+        versions: &[],
+        source: "ValidateServiceCIDRUpdate (pkg/apis/networking/validation)",
+        refuses: "spec.cidrs changed, but for a single CIDR gaining one of the other IP family (its first unchanged)",
+        check: service_cidr,
+    },
 ];
 
 fn role_ref(u: &Update) -> Vec<FieldError> {
@@ -93,18 +142,24 @@ fn role_ref(u: &Update) -> Vec<FieldError> {
     )]
 }
 
+/// `ValidateStorageClassUpdate`: each field by `ValidateImmutableField` (a nil and an empty
+/// parameters map are one; the policy and mode are pointers, printed as their strings).
 fn storage_class(u: &Update) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if !u.unchanged(&["parameters"]) {
-        errs.push(forbidden(
+        errs.push(invalid(
             "parameters",
-            "updates to parameters are forbidden.",
+            &u.new_at(&["parameters"])
+                .map_or_else(|| "null".into(), |p| render::json(&render::sorted(p))),
+            FIELD_IMMUTABLE,
         ));
     }
-    if u.old_str(&["provisioner"]) != u.new_str(&["provisioner"]) {
-        errs.push(forbidden(
+    let provisioner = u.new_str(&["provisioner"]);
+    if u.old_str(&["provisioner"]) != provisioner {
+        errs.push(invalid(
             "provisioner",
-            "updates to provisioner are forbidden.",
+            &render::string(provisioner),
+            FIELD_IMMUTABLE,
         ));
     }
     let defaulted = |s: &'_ str, d: &'static str| {
@@ -114,57 +169,36 @@ fn storage_class(u: &Update) -> Vec<FieldError> {
             s.to_string()
         }
     };
-    if defaulted(u.old_str(&["reclaimPolicy"]), "Delete")
-        != defaulted(u.new_str(&["reclaimPolicy"]), "Delete")
-    {
-        errs.push(forbidden(
-            "reclaimPolicy",
-            "updates to reclaimPolicy are forbidden.",
-        ));
-    }
-    let mode = |v: &str| defaulted(v, "Immediate");
-    let new_mode = mode(u.new_str(&["volumeBindingMode"]));
-    if mode(u.old_str(&["volumeBindingMode"])) != new_mode {
-        errs.push(invalid(
-            "volumeBindingMode",
-            &render::json_str(Some(&new_mode)),
-            FIELD_IMMUTABLE,
-        ));
+    for (key, default) in [
+        ("reclaimPolicy", "Delete"),
+        ("volumeBindingMode", "Immediate"),
+    ] {
+        let new = defaulted(u.new_str(&[key]), default);
+        if defaulted(u.old_str(&[key]), default) != new {
+            errs.push(invalid(key, &render::json_str(Some(&new)), FIELD_IMMUTABLE));
+        }
     }
     errs
 }
 
+/// `ValidateVolumeAttachmentUpdate`: the spec (printed as the internal
+/// `storage.VolumeAttachmentSpec`, an inline volume spec as the internal
+/// `core.PersistentVolumeSpec`) may not change.
 fn volume_attachment(u: &Update) -> Vec<FieldError> {
     if u.unchanged(&["spec"]) {
         return vec![];
     }
+    let empty = Value::Map(crate::value::Map::new());
     vec![invalid(
         "spec",
-        &render::json(&attachment_spec(u.new_at(&["spec"]))),
+        &render::internal_of(
+            "storage",
+            "storage.v1",
+            "VolumeAttachmentSpec",
+            at(u.decoded, &["spec"]).unwrap_or(&empty),
+        ),
         FIELD_IMMUTABLE,
     )]
-}
-
-/// The internal `storage.VolumeAttachmentSpec` as JSON (Go field names). An inline volume spec
-/// is shown as stored (its internal form is not reproduced).
-fn attachment_spec(spec: Option<&Value>) -> Value {
-    let s = |path: &[&str]| spec.and_then(|v| v.str_at(path)).unwrap_or("");
-    let mut source = crate::value::Map::new();
-    source.insert(
-        "PersistentVolumeName",
-        spec.and_then(|v| v.str_at(&["source", "persistentVolumeName"]))
-            .map_or(Value::Null, Value::from),
-    );
-    source.insert(
-        "InlineVolumeSpec",
-        spec.and_then(|v| v.get_path(&["source", "inlineVolumeSpec"]))
-            .map_or(Value::Null, render::sorted),
-    );
-    let mut m = crate::value::Map::new();
-    m.insert("Attacher", Value::from(s(&["attacher"])));
-    m.insert("Source", Value::Map(source));
-    m.insert("NodeName", Value::from(s(&["nodeName"])));
-    Value::Map(m)
 }
 
 fn csi_driver(u: &Update) -> Vec<FieldError> {
@@ -249,4 +283,158 @@ fn endpoint_slice(u: &Update) -> Vec<FieldError> {
         &render::json_str(Some(new)),
         FIELD_IMMUTABLE,
     )]
+}
+
+/// `ValidateCSINodeUpdate`: each old driver against the new one of its name, compared (and
+/// printed, as the internal `*storage.CSINodeDriver`) without `allocatable`.
+fn csi_node(u: &Update) -> Vec<FieldError> {
+    let drivers = |v: &Value| -> Vec<Value> {
+        list(at(v, &["spec", "drivers"]))
+            .iter()
+            .map(|d| {
+                let mut d = d.clone();
+                if let Some(m) = d.as_map_mut() {
+                    m.remove("allocatable");
+                }
+                d
+            })
+            .collect()
+    };
+    let (old, new) = (drivers(u.old), drivers(u.decoded));
+    let mut errs = Vec::new();
+    for o in &old {
+        for n in new
+            .iter()
+            .filter(|n| n.str_at(&["name"]) == o.str_at(&["name"]))
+        {
+            if !same(Some(o), Some(n)) {
+                errs.push(invalid(
+                    "spec.drivers",
+                    &render::internal_of("storage", "storage.v1", "CSINodeDriver", n),
+                    FIELD_IMMUTABLE,
+                ));
+            }
+        }
+    }
+    errs
+}
+
+fn list(v: Option<&Value>) -> &[Value] {
+    v.and_then(Value::as_list).unwrap_or(&[])
+}
+
+fn csi_storage_capacity(u: &Update) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if !u.unchanged(&["nodeTopology"]) {
+        errs.push(invalid(
+            "nodeTopology",
+            &render::label_selector(u.new_at(&["nodeTopology"])),
+            FIELD_IMMUTABLE,
+        ));
+    }
+    let class = u.new_str(&["storageClassName"]);
+    if u.old_str(&["storageClassName"]) != class {
+        errs.push(invalid(
+            "storageClassName",
+            &render::string(class),
+            FIELD_IMMUTABLE,
+        ));
+    }
+    errs
+}
+
+/// `ValidateVolumeAttributesClassUpdate`: the parameters compare with `reflect.DeepEqual`, so
+/// an empty map is not none (the stored object never has an empty one: its encoding drops it;
+/// the new one as decoded may).
+fn volume_attributes_class(u: &Update) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if u.old_str(&["driverName"]) != u.new_str(&["driverName"]) {
+        errs.push(forbidden(
+            "driverName",
+            "updates to driverName are forbidden.",
+        ));
+    }
+    let (old, new) = (u.old_at(&["parameters"]), at(u.decoded, &["parameters"]));
+    let equal = match (old, new) {
+        (None, None) => true,
+        (Some(o), Some(n)) => crate::value::equals(o, n),
+        _ => false,
+    };
+    if !equal {
+        errs.push(forbidden(
+            "parameters",
+            "updates to parameters are forbidden.",
+        ));
+    }
+    errs
+}
+
+fn runtime_class(u: &Update) -> Vec<FieldError> {
+    let new = u.new_str(&["handler"]);
+    if u.old_str(&["handler"]) == new {
+        return vec![];
+    }
+    vec![invalid("handler", &render::string(new), FIELD_IMMUTABLE)]
+}
+
+/// `ValidateIPAddressUpdate`: the parent reference (`*networking.ParentReference`, printed as
+/// the internal type) may not change.
+fn ip_address(u: &Update) -> Vec<FieldError> {
+    let path = ["spec", "parentRef"];
+    if u.unchanged(&path) {
+        return vec![];
+    }
+    let value = u.new_at(&path).map_or_else(
+        || "null".to_string(),
+        |p| render::internal_of("networking", "networking.v1", "ParentReference", p),
+    );
+    vec![invalid("spec.parentRef", &value, FIELD_IMMUTABLE)]
+}
+
+fn strings(v: Option<&Value>) -> Vec<&str> {
+    list(v).iter().map(|x| x.as_str().unwrap_or("")).collect()
+}
+
+/// The IP family of a CIDR (`netutils.IPFamilyOfCIDRString`; `None`: not a CIDR).
+fn cidr_family(cidr: &str) -> Option<bool> {
+    let (ip, bits) = cidr.split_once('/')?;
+    bits.parse::<u8>().ok()?;
+    match ip.parse::<std::net::IpAddr>().ok()? {
+        std::net::IpAddr::V4(_) => Some(false),
+        std::net::IpAddr::V6(v6) => Some(v6.to_ipv4_mapped().is_none()),
+    }
+}
+
+/// `ValidateServiceCIDRUpdate`. Going from one CIDR to two, the new spec is validated as
+/// well: of its checks, the one that holds for valid CIDRs (one of each family) is here.
+fn service_cidr(u: &Update) -> Vec<FieldError> {
+    let path = ["spec", "cidrs"];
+    let (old, new) = (strings(u.old_at(&path)), strings(u.new_at(&path)));
+    let immutable = |field: String, value: String| invalid(&field, &value, FIELD_IMMUTABLE);
+    let mut errs = Vec::new();
+    if old.len() == new.len() {
+        for (i, (o, n)) in old.iter().zip(&new).enumerate() {
+            if o != n {
+                errs.push(immutable(format!("spec.cidrs[{i}]"), render::string(n)));
+            }
+        }
+    } else if old.len() == 1 && new.len() == 2 {
+        if new[0] != old[0] {
+            errs.push(immutable("spec.cidrs[0]".into(), render::string(new[0])));
+        }
+        let (a, b) = (cidr_family(new[0]), cidr_family(new[1]));
+        if a.is_some() && a == b {
+            errs.push(invalid(
+                "spec.cidrs",
+                &render::strings(u.new_at(&path)),
+                "may specify no more than one IP for each IP family, i.e 192.168.0.0/24 and 2001:db8::/64",
+            ));
+        }
+    } else {
+        errs.push(immutable(
+            "spec.cidrs".into(),
+            render::strings(u.new_at(&path)),
+        ));
+    }
+    errs
 }

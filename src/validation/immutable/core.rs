@@ -1,27 +1,19 @@
-//! The core group: Services, PersistentVolumeClaims, PersistentVolumes, ConfigMaps, Secrets,
-//! ResourceQuotas (`pkg/apis/core/validation/validation.go` unless said otherwise).
+//! The core group: PersistentVolumeClaims, PersistentVolumes, ConfigMaps, Secrets,
+//! ResourceQuotas (`pkg/apis/core/validation/validation.go`); Pods, Services, Nodes and Events
+//! are [`super::pods`], [`super::services`] and [`super::nodes`].
 
 use super::{FIELD_IMMUTABLE, Quantity, Rule, Update, forbidden, invalid, render, same, str_at};
 use crate::defaulting::stored;
 use crate::validation::FieldError;
 use crate::value::Value;
-use std::cmp::Ordering;
 
-pub static RULES: [Rule; 6] = [
-    Rule {
-        group: "",
-        kinds: &["Service"],
-        versions: &[],
-        source: "ValidateServiceUpdate (validateUpgradeDowngradeClusterIPs, validateUpgradeDowngradeIPFamilies, validateLoadBalancerClassField, validateServiceExternalTrafficFieldsUpdate), after the REST layer's patchAllocatedValues and normalizeClusterIPs (pkg/registry/core/service/storage/storage.go)",
-        refuses: "spec.clusterIP(s) and spec.ipFamilies changed (not to, from or on ExternalName; headless may change families); spec.loadBalancerClass changed on a LoadBalancer; spec.healthCheckNodePort changed while one is needed. A manifest that omits clusterIP keeps the allocated one",
-        check: service,
-    },
+pub static RULES: [Rule; 5] = [
     Rule {
         group: "",
         kinds: &["PersistentVolumeClaim"],
         versions: &[],
         source: "ValidatePersistentVolumeClaimUpdate",
-        refuses: "spec changed, except a bound claim's resources.requests.storage and volumeAttributesClassName, and volumeName set once; storage below status.capacity; volumeMode; the beta storage-class annotation",
+        refuses: "spec changed, except a bound claim's resources.requests.storage and volumeAttributesClassName, and volumeName set once (with a diff of the internal specs); storage below status.capacity; volumeMode; the beta storage-class annotation; volumeAttributesClassName made nil or empty once status.currentVolumeAttributesClassName is set",
         check: claim,
     },
     Rule {
@@ -29,7 +21,7 @@ pub static RULES: [Rule; 6] = [
         kinds: &["PersistentVolume"],
         versions: &[],
         source: "ValidatePersistentVolumeUpdate",
-        refuses: "the volume source (spec.persistentvolumesource) and volumeMode changed; nodeAffinity changed once set",
+        refuses: "the volume source (spec.persistentvolumesource, with a diff of the internal sources; a CSI source may gain a controllerExpandSecretRef) and volumeMode changed; nodeAffinity changed once set (but beta topology keys to GA); volumeAttributesClassName unset",
         check: volume,
     },
     Rule {
@@ -62,174 +54,6 @@ fn strings(v: Option<&Value>) -> Vec<&str> {
     v.and_then(Value::as_list)
         .map(|l| l.iter().map(|x| x.as_str().unwrap_or("")).collect())
         .unwrap_or_default()
-}
-
-/// What a Service's validation sees of one version of it.
-struct Svc<'a> {
-    ty: &'a str,
-    cluster_ip: &'a str,
-    cluster_ips: Vec<&'a str>,
-    families: Vec<&'a str>,
-    family_policy: Option<&'a str>,
-    lb_class: Option<&'a str>,
-    traffic_policy: &'a str,
-    hc_port: i64,
-}
-
-impl<'a> Svc<'a> {
-    fn of(v: &'a Value) -> Svc<'a> {
-        let s = |k: &str| super::at(v, &["spec", k]).and_then(Value::as_str);
-        Svc {
-            ty: s("type").unwrap_or("ClusterIP"),
-            cluster_ip: s("clusterIP").unwrap_or(""),
-            cluster_ips: strings(super::at(v, &["spec", "clusterIPs"])),
-            families: strings(super::at(v, &["spec", "ipFamilies"])),
-            family_policy: s("ipFamilyPolicy"),
-            lb_class: s("loadBalancerClass"),
-            traffic_policy: s("externalTrafficPolicy").unwrap_or(""),
-            hc_port: match super::at(v, &["spec", "healthCheckNodePort"]) {
-                Some(Value::Int(i)) => *i,
-                _ => 0,
-            },
-        }
-    }
-
-    fn external_name(&self) -> bool {
-        self.ty == "ExternalName"
-    }
-
-    fn headless(&self) -> bool {
-        self.cluster_ips == ["None"]
-    }
-
-    /// `apiservice.NeedsHealthCheck`.
-    fn needs_health_check(&self) -> bool {
-        self.ty == "LoadBalancer" && matches!(self.traffic_policy, "Local")
-    }
-
-    fn ips_json(&self) -> String {
-        render::json(&Value::List(
-            self.cluster_ips.iter().map(|s| Value::from(*s)).collect(),
-        ))
-    }
-}
-
-fn service(u: &Update) -> Vec<FieldError> {
-    let old = Svc::of(u.old);
-    let mut new = Svc::of(u.new);
-    // patchAllocatedValues: what the server allocated stays when the update leaves it out.
-    if !old.external_name() && !new.external_name() {
-        if new.cluster_ip.is_empty() {
-            new.cluster_ip = old.cluster_ip;
-        }
-        if new.cluster_ips.is_empty() && !old.cluster_ips.is_empty() {
-            new.cluster_ips = old.cluster_ips.clone();
-        }
-    }
-    if old.needs_health_check() && new.needs_health_check() && new.hc_port == 0 {
-        new.hc_port = old.hc_port;
-    }
-    // normalizeClusterIPs (update): keep the singular and plural fields in step.
-    if !old.cluster_ips.is_empty() && new.cluster_ips.is_empty() && old.cluster_ip == new.cluster_ip
-    {
-        new.cluster_ips = old.cluster_ips.clone();
-    }
-    if old.cluster_ip != new.cluster_ip && old.cluster_ips == new.cluster_ips {
-        if !old.cluster_ip.is_empty() && new.cluster_ip.is_empty() {
-            new.cluster_ips.clear();
-        } else {
-            new.cluster_ips = vec![new.cluster_ip];
-        }
-    }
-    let mut errs = Vec::new();
-    let policy = |n: &Svc| render::json_str(n.family_policy);
-    // validateUpgradeDowngradeClusterIPs
-    if !(new.external_name() || old.external_name() || (old.headless() && new.headless())) {
-        let (o, n) = (&old.cluster_ips, &new.cluster_ips);
-        let at = |i: usize| format!("spec.clusterIPs[{i}]");
-        match o.len().cmp(&n.len()) {
-            Ordering::Equal => {
-                for (i, ip) in o.iter().enumerate() {
-                    if *ip != n[i] {
-                        errs.push(invalid(&at(i), &new.ips_json(), "may not change once set"));
-                    }
-                }
-            }
-            Ordering::Greater => {
-                if n.is_empty() {
-                    errs.push(invalid(
-                        &at(0),
-                        &new.ips_json(),
-                        "primary clusterIP can not be unset",
-                    ));
-                }
-                if !o.is_empty() && !n.is_empty() && n[0] != o[0] {
-                    errs.push(invalid(&at(0), &new.ips_json(), "may not change once set"));
-                }
-                if n.len() == 1 && new.family_policy != Some("SingleStack") {
-                    errs.push(invalid(
-                        "spec.ipFamilyPolicy",
-                        &policy(&new),
-                        "must be set to 'SingleStack' when releasing the secondary clusterIP",
-                    ));
-                }
-            }
-            Ordering::Less => {
-                if !o.is_empty() && n[0] != o[0] {
-                    errs.push(invalid(&at(0), &new.ips_json(), "may not change once set"));
-                }
-            }
-        }
-    }
-    // validateUpgradeDowngradeIPFamilies (upstream reports every family at index 0, and the
-    // cluster IPs as the value when the number of families changes).
-    if !new.external_name() && !old.external_name() && !old.headless() && !new.headless() {
-        let (o, n) = (&old.families, &new.families);
-        let families = render::json(&Value::List(n.iter().map(|s| Value::from(*s)).collect()));
-        let at0 = "spec.ipFamilies[0]";
-        match o.len().cmp(&n.len()) {
-            Ordering::Equal => {
-                for (i, f) in o.iter().enumerate() {
-                    if *f != n[i] {
-                        errs.push(invalid(at0, &families, "may not change once set"));
-                    }
-                }
-            }
-            Ordering::Greater => {
-                if new.cluster_ips.is_empty() {
-                    errs.push(invalid(at0, &families, "primary ipFamily can not be unset"));
-                }
-                if !n.is_empty() && n[0] != o[0] {
-                    errs.push(invalid(at0, &new.ips_json(), "may not change once set"));
-                }
-                if n.len() == 1 && new.family_policy != Some("SingleStack") {
-                    errs.push(invalid(
-                        "spec.ipFamilyPolicy",
-                        &policy(&new),
-                        "must be set to 'SingleStack' when releasing the secondary ipFamily",
-                    ));
-                }
-            }
-            Ordering::Less => {
-                if !o.is_empty() && !n.is_empty() && n[0] != o[0] {
-                    errs.push(invalid(at0, &new.ips_json(), "may not change once set"));
-                }
-            }
-        }
-    }
-    // validateLoadBalancerClassField
-    if old.ty == "LoadBalancer" && new.ty == "LoadBalancer" && old.lb_class != new.lb_class {
-        errs.push(invalid(
-            "spec.loadBalancerClass",
-            &render::json_str(new.lb_class),
-            "may not change once set",
-        ));
-    }
-    // validateServiceExternalTrafficFieldsUpdate
-    if old.needs_health_check() && new.needs_health_check() && old.hc_port != new.hc_port {
-        errs.push(forbidden("spec.healthCheckNodePort", FIELD_IMMUTABLE));
-    }
-    errs
 }
 
 const STORAGE_CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-class";
@@ -317,13 +141,11 @@ fn claim(u: &Update) -> Vec<FieldError> {
                 }
             }
         }
-        if u.new_at(&["spec", "volumeAttributesClassName"]).is_some() {
-            new_c = with_spec(
-                &new_c,
-                "volumeAttributesClassName",
-                u.old_at(&["spec", "volumeAttributesClassName"]),
-            );
-        }
+        new_c = with_spec(
+            &new_c,
+            "volumeAttributesClassName",
+            u.old_at(&["spec", "volumeAttributesClassName"]),
+        );
     }
     if !same(super::at(&old_c, &["spec"]), super::at(&new_c, &["spec"])) {
         // With a diff of the two internal specs.
@@ -356,17 +178,22 @@ fn claim(u: &Update) -> Vec<FieldError> {
         ));
     }
     errs.extend(volume_mode(u));
-    // VolumeAttributesClass is on (GA since 1.34).
+    // VolumeAttributesClass is on (GA since 1.34): once a class was applied
+    // (status.currentVolumeAttributesClassName), the claim's may not become nil or empty.
     let vac = ["spec", "volumeAttributesClassName"];
-    if let Some(old_vac) = u.old_at(&vac).and_then(Value::as_str) {
-        match u.new_at(&vac).and_then(Value::as_str) {
+    let (old_vac, new_vac) = (str_at(u.old, &vac), str_at(u.new, &vac));
+    if old_vac != new_vac
+        && u.old_at(&["status", "currentVolumeAttributesClassName"])
+            .is_some()
+    {
+        match new_vac {
             None => errs.push(forbidden(
                 "spec.volumeAttributesClassName",
-                "update from non-nil value to nil is forbidden",
+                "update to nil is forbidden when status.currentVolumeAttributesClassName is not nil",
             )),
-            Some("") if !old_vac.is_empty() => errs.push(forbidden(
+            Some("") => errs.push(forbidden(
                 "spec.volumeAttributesClassName",
-                "update from non-nil value to an empty string is forbidden",
+                "update to empty string is forbidden when status.currentVolumeAttributesClassName is not nil",
             )),
             Some(_) => {}
         }
@@ -419,10 +246,26 @@ fn volume(u: &Update) -> Vec<FieldError> {
         !same(o, n)
     });
     if source_changed {
-        // The server appends a diff of its internal source (go-cmp output, not reproduced).
+        // With a diff of the two internal volume sources (the new one without an added
+        // controllerExpandSecretRef).
+        let mut new = u.decoded.clone();
+        if expand_ref_added
+            && let Some(csi) = new
+                .as_map_mut()
+                .and_then(|m| m.get_mut("spec"))
+                .and_then(Value::as_map_mut)
+                .and_then(|s| s.get_mut("csi"))
+                .and_then(Value::as_map_mut)
+        {
+            csi.remove("controllerExpandSecretRef");
+        }
+        let diff = render::diff(
+            &volume_source(u.old_at(&["spec"])),
+            &volume_source(super::at(&new, &["spec"])),
+        );
         errs.push(forbidden(
             "spec.persistentvolumesource",
-            "spec.persistentvolumesource is immutable after creation",
+            &format!("spec.persistentvolumesource is immutable after creation\n{diff}"),
         ));
     }
     errs.extend(volume_mode(u));
@@ -450,6 +293,31 @@ fn volume(u: &Update) -> Vec<FieldError> {
         ));
     }
     errs
+}
+
+/// A volume spec's `core.PersistentVolumeSource` (embedded in the internal spec: its fields
+/// are the spec's whose Go path goes through it) as Go prints it.
+fn volume_source(spec: Option<&Value>) -> Value {
+    let empty = Value::Map(crate::value::Map::new());
+    let Some(Value::Map(all)) =
+        render::internal_value("PersistentVolumeSpec", spec.unwrap_or(&empty))
+    else {
+        return Value::Null;
+    };
+    let source: Vec<&str> =
+        crate::defaulting::shapes::fields("io.k8s.kubernetes.pkg.apis.core.PersistentVolumeSpec")
+            .into_iter()
+            .flatten()
+            .filter(|f| f.go_path.starts_with("PersistentVolumeSource."))
+            .map(|f| f.name.as_str())
+            .collect();
+    let mut out = crate::value::Map::new();
+    for (k, v) in all.iter() {
+        if source.contains(&k.as_str()) {
+            out.insert(k.clone(), v.clone());
+        }
+    }
+    Value::Map(out)
 }
 
 /// Beta node labels and the GA labels that replace them.

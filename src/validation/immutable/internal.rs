@@ -43,6 +43,68 @@ fn structure(t: &str, vt: Option<&str>, v: Option<&Value>, parent: Option<&Value
     Value::Map(out)
 }
 
+/// `v`, a value of the versioned type `versioned`, as an internal type of the same Go shape
+/// prints it, for the internal types the shapes lack (`resource.k8s.io`'s): every field by its
+/// Go name, in the versioned type's order, an embedded `ObjectMeta` flattened (as Go encodes
+/// an embedded struct without a tag); the apimachinery types inside keep their tags. Exact
+/// where the internal type declares the versioned one's fields in its order, which holds for
+/// the types this is used for. `None` when the type is unknown.
+pub fn render_like(versioned: &str, v: &Value) -> Option<Value> {
+    fields(versioned)?;
+    Some(like(versioned, Some(v)))
+}
+
+const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+
+fn like(vt: &str, v: Option<&Value>) -> Value {
+    let Some(fs) = fields(vt) else {
+        return v.map_or(Value::Null, render::sorted);
+    };
+    if vt.starts_with("io.k8s.apimachinery.") {
+        return structure(vt, Some(vt), v, None);
+    }
+    let mut out = Map::new();
+    for f in fs {
+        let x = v
+            .and_then(|v| v.get_path(&[f.name.as_str()]))
+            .filter(|x| !x.is_null());
+        if f.go_path == "ObjectMeta" && f.elem.as_deref() == Some(OBJECT_META) {
+            if let Value::Map(meta) = structure(OBJECT_META, Some(OBJECT_META), x, None) {
+                for (k, m) in meta.iter() {
+                    out.insert(k.clone(), m.clone());
+                }
+            }
+            continue;
+        }
+        let name = f.go_path.rsplit('.').next().unwrap_or(&f.go_path);
+        out.insert(name, like_field(f, x));
+    }
+    Value::Map(out)
+}
+
+fn like_field(f: &Field, v: Option<&Value>) -> Value {
+    let Some(v) = v else {
+        return match (&f.elem, f.shape, f.pointer) {
+            (Some(t), Shape::Struct, false) => like(t, None),
+            _ => zero(f),
+        };
+    };
+    match (&f.elem, f.shape, v) {
+        (Some(t), Shape::Struct, _) => like(t, Some(v)),
+        (Some(t), Shape::List, Value::List(items)) => {
+            Value::List(items.iter().map(|i| like(t, Some(i))).collect())
+        }
+        (Some(t), Shape::Map, Value::Map(m)) => {
+            let mut out = Map::new();
+            for (k, x) in m.sorted_entries() {
+                out.insert(k.clone(), like(t, Some(x)));
+            }
+            Value::Map(out)
+        }
+        _ => render::sorted(v),
+    }
+}
+
 /// Fields the pod spec conversion moves into the internal pod security context.
 fn moved<'a>(t: &str, f: &Field, parent: Option<&'a Value>) -> Option<&'a Value> {
     const POD_LEVEL: [(&str, &str); 5] = [

@@ -7,8 +7,11 @@
 //! predicted as verdict `rejected` with the 422 the server answers.
 //!
 //! Each rule names the upstream function it reproduces (Kubernetes 1.36). Rules live by API
-//! group: [`workloads`] (apps, batch, Pods), [`core`] (Services, claims, volumes, ConfigMaps,
-//! Secrets, quotas) and [`cluster`] (RBAC, storage, networking, scheduling, discovery).
+//! group: [`workloads`] (apps, batch), [`pods`], [`services`] (with what the Service REST
+//! layer refuses before validation runs), [`core`] (claims, volumes, ConfigMaps, Secrets,
+//! quotas), [`nodes`] (Nodes, `events.k8s.io` Events), [`cluster`] (RBAC, storage,
+//! networking, scheduling, discovery, RuntimeClasses), [`resource`] (`resource.k8s.io`) and
+//! [`crd`] (CustomResourceDefinitions themselves).
 //!
 //! What the comparison cannot see: the apiserver compares objects after *defaulting* them, so a
 //! field the manifest drops that the server would default back to the same value looks changed
@@ -18,14 +21,21 @@
 
 mod cluster;
 mod core;
+mod crd;
 mod internal;
+mod nodes;
+mod pods;
 mod quantity;
 pub(crate) mod render;
+mod resource;
+mod services;
 mod udiff;
 mod workloads;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_kubeapi;
 
 pub use quantity::Quantity;
 
@@ -116,15 +126,21 @@ impl Rule {
 pub fn rules() -> impl Iterator<Item = &'static Rule> {
     std::iter::once(&METADATA)
         .chain(workloads::RULES.iter())
+        .chain(pods::RULES.iter())
+        .chain(services::RULES.iter())
         .chain(core::RULES.iter())
+        .chain(nodes::RULES.iter())
         .chain(cluster::RULES.iter())
+        .chain(resource::RULES.iter())
+        .chain(crd::RULES.iter())
 }
 
 /// The errors of updating `old` to `new` (an object of `group`, `version`, `kind`), in the
 /// order the server reports them: metadata first, then the kind's own rules. `custom`: a
 /// custom resource (only the metadata rules hold; CRDs declare their own, in CEL).
 /// `decoded`: `new` as the server decoded it ([`Update::decoded`]; `new` itself when the
-/// encoding changed nothing).
+/// encoding changed nothing). What a kind's REST layer refuses before it validates the update
+/// (a Service's IP allocator) is all the server answers when it refuses.
 pub fn check(
     group: &str,
     version: &str,
@@ -140,6 +156,12 @@ pub fn check(
         new,
         decoded,
     };
+    if !custom && group.is_empty() && kind == "Service" {
+        let refused = services::begin_update(&u);
+        if !refused.is_empty() {
+            return refused;
+        }
+    }
     let mut errors = (METADATA.check)(&u);
     if !custom {
         for r in rules().skip(1).filter(|r| r.covers(group, version, kind)) {
@@ -150,32 +172,86 @@ pub fn check(
 }
 
 /// `ValidateObjectMetaUpdate` (apimachinery `pkg/api/validation/objectmeta.go`), for every
-/// kind, custom resources included. The name and namespace of an apply are those of its URL,
-/// and the server resets `creationTimestamp`, `deletionTimestamp` and
-/// `deletionGracePeriodSeconds` to the stored ones before validating (`rest.BeforeUpdate`), so
-/// what an apply can change here is the `uid`.
+/// kind, custom resources included, on the object as `rest.BeforeUpdate` leaves it. The name
+/// and namespace of an apply are those of its URL, and `BeforeUpdate` keeps the stored
+/// `generation` and `creationTimestamp`, the stored `uid` when the request has none, the stored
+/// `deletionTimestamp` when there is one, and the stored `deletionGracePeriodSeconds` when
+/// there is one and the request has none. So what an apply can change here is the `uid`, a
+/// `deletionTimestamp` or `deletionGracePeriodSeconds` the stored object has not (or another
+/// grace period than its own), and the finalizers of an object being deleted (none may be
+/// added).
 static METADATA: Rule = Rule {
     group: "*",
     kinds: &[],
     versions: &[],
-    source: "ValidateObjectMetaUpdate (apimachinery pkg/api/validation/objectmeta.go)",
-    refuses: "metadata.uid changed (a uid the manifest sets that is not the object's)",
-    check: |u| {
-        let (old, new) = (
-            u.old_str(&["metadata", "uid"]),
-            u.new_str(&["metadata", "uid"]),
-        );
-        // An apply without a uid keeps the stored one (`rest.BeforeUpdate`).
-        if new.is_empty() || new == old {
-            return vec![];
-        }
-        vec![invalid(
-            "metadata.uid",
-            &render::string(new),
-            FIELD_IMMUTABLE,
-        )]
-    },
+    source: "ValidateObjectMetaUpdate (apimachinery pkg/api/validation/objectmeta.go), after rest.BeforeUpdate (apiserver pkg/registry/rest/update.go)",
+    refuses: "metadata.uid changed (a uid the manifest sets that is not the object's); metadata.deletionTimestamp set on an object not being deleted; metadata.deletionGracePeriodSeconds set or changed (left out, the stored one stays); finalizers added to an object being deleted",
+    check: metadata,
 };
+
+fn metadata(u: &Update) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let deleted = u.old_at(&["metadata", "deletionTimestamp"]).is_some();
+    if deleted {
+        let names = |v: Option<&Value>| -> Vec<String> {
+            v.and_then(Value::as_list)
+                .into_iter()
+                .flatten()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        };
+        let old = names(u.old_at(&["metadata", "finalizers"]));
+        let mut extra: Vec<String> = names(u.new_at(&["metadata", "finalizers"]))
+            .into_iter()
+            .filter(|f| !old.contains(f))
+            .collect();
+        extra.sort();
+        extra.dedup();
+        if !extra.is_empty() {
+            let listed: Vec<String> = extra.iter().map(|f| render::string(f)).collect();
+            errs.push(forbidden(
+                "metadata.finalizers",
+                &format!(
+                    "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                    listed.join(", ")
+                ),
+            ));
+        }
+    }
+    let (old_uid, new_uid) = (
+        u.old_str(&["metadata", "uid"]),
+        u.new_str(&["metadata", "uid"]),
+    );
+    // An apply without a uid keeps the stored one.
+    if !new_uid.is_empty() && new_uid != old_uid {
+        errs.push(invalid(
+            "metadata.uid",
+            &render::string(new_uid),
+            FIELD_IMMUTABLE,
+        ));
+    }
+    // The stored deletionTimestamp stays when there is one; set on an object that has none,
+    // it is compared with none.
+    if !deleted && let Some(t) = u.new_at(&["metadata", "deletionTimestamp"]) {
+        errs.push(invalid(
+            "metadata.deletionTimestamp",
+            &render::time(t),
+            FIELD_IMMUTABLE,
+        ));
+    }
+    // The stored grace period stays when the request has none.
+    let grace = ["metadata", "deletionGracePeriodSeconds"];
+    if let Some(n) = u.new_at(&grace)
+        && !u.old_at(&grace).is_some_and(|o| crate::value::equals(o, n))
+    {
+        errs.push(invalid(
+            "metadata.deletionGracePeriodSeconds",
+            &render::json(n),
+            FIELD_IMMUTABLE,
+        ));
+    }
+    errs
+}
 
 /// `field.Invalid(path, value, detail)`: `value` already rendered as Go prints it.
 pub fn invalid(field: &str, value: &str, detail: &str) -> FieldError {
@@ -284,24 +360,4 @@ pub fn manifest_path(field: &str) -> String {
         "spec.persistentvolumesource" => ".spec".into(),
         other => format!(".{other}"),
     }
-}
-
-/// What fieldguard's message for a refusal leaves out of the server's, one note each.
-pub fn notes(kind: &str, errors: &[FieldError]) -> Vec<String> {
-    let mut out = Vec::new();
-    for e in errors {
-        let note = match (kind, e.field.as_str(), e.reason.as_str()) {
-            ("PersistentVolumeClaim" | "Pod", "spec", "FieldValueForbidden")
-            | ("PersistentVolume", "spec.persistentvolumesource", _) => format!(
-                "{}: the server's message goes on with a diff of the old and new spec (go-cmp output), not reproduced here",
-                e.field
-            ),
-            ("Job", "spec.template", _) => "spec.template: the server prints the new template as its internal type (Go field names, every field); fieldguard shows it as it would be stored".to_string(),
-            _ => continue,
-        };
-        if !out.contains(&note) {
-            out.push(note);
-        }
-    }
-    out
 }

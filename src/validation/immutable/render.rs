@@ -43,6 +43,44 @@ pub fn strings(v: Option<&Value>) -> String {
     }
 }
 
+/// A `metav1.Time` (or `*metav1.Time`) as `json.Marshal` prints it: RFC 3339 in UTC, whole
+/// seconds (`"2026-01-01T00:00:00Z"`); a value that is no time as it is.
+pub fn time(v: &Value) -> String {
+    time_as(v, false)
+}
+
+/// A `metav1.MicroTime`: RFC 3339 in UTC with microseconds (`"2026-01-01T00:00:00.000000Z"`).
+pub fn micro_time(v: &Value) -> String {
+    time_as(v, true)
+}
+
+fn time_as(v: &Value, micro: bool) -> String {
+    let Some(t) = v.as_str().and_then(parse_time) else {
+        return json(v);
+    };
+    let mut out = format!(
+        "\"{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    );
+    if micro {
+        out.push_str(&format!(".{:06}", t.microsecond()));
+    }
+    out.push_str("Z\"");
+    out
+}
+
+/// An RFC 3339 time, in UTC.
+pub fn parse_time(s: &str) -> Option<::time::OffsetDateTime> {
+    ::time::OffsetDateTime::parse(s, &::time::format_description::well_known::Rfc3339)
+        .ok()
+        .map(|t| t.to_offset(::time::UtcOffset::UTC))
+}
+
 /// A map of strings with its keys sorted (Go marshals maps so).
 pub fn sorted(v: &Value) -> Value {
     match v {
@@ -112,11 +150,21 @@ pub fn label_selector(v: Option<&Value>) -> String {
 /// A core type's value (`v1` type `type_name`, e.g. `PodTemplateSpec`) as its internal type
 /// prints it ([`super::internal`]); `None` when the type is not known.
 fn core_internal(type_name: &str, v: &Value) -> Option<Value> {
+    typed_internal("core", "core.v1", type_name, v)
+}
+
+/// A value of the versioned type `io.k8s.api.<versioned>.<type_name>` (`versioned`:
+/// `batch.v1`) as the internal type `io.k8s.kubernetes.pkg.apis.<group>.<type_name>` prints
+/// it; when the shapes lack the internal type, as one of the versioned type's Go shape would
+/// ([`super::internal::render_like`]). `None` when neither is known.
+fn typed_internal(group: &str, versioned: &str, type_name: &str, v: &Value) -> Option<Value> {
+    let vt = format!("io.k8s.api.{versioned}.{type_name}");
     super::internal::render(
-        &format!("io.k8s.kubernetes.pkg.apis.core.{type_name}"),
-        &format!("io.k8s.api.core.v1.{type_name}"),
+        &format!("io.k8s.kubernetes.pkg.apis.{group}.{type_name}"),
+        &vt,
         v,
     )
+    .or_else(|| super::internal::render_like(&vt, v))
 }
 
 /// A core type's value with `json.Marshal` of its internal type; the versioned value's own
@@ -125,14 +173,30 @@ pub fn internal(type_name: &str, v: &Value) -> String {
     json(&core_internal(type_name, v).unwrap_or_else(|| sorted(v)))
 }
 
+/// [`internal`] for a type of another group: `group` the internal package (`batch`),
+/// `versioned` the versioned one (`batch.v1`).
+pub fn internal_of(group: &str, versioned: &str, type_name: &str, v: &Value) -> String {
+    json(&typed_internal(group, versioned, type_name, v).unwrap_or_else(|| sorted(v)))
+}
+
+/// A core type's value as its internal type prints it, shaped (`None`: unknown type).
+pub fn internal_value(type_name: &str, v: &Value) -> Option<Value> {
+    core_internal(type_name, v)
+}
+
 /// `diff.Diff` of two values of a core type as their internal type prints them indented.
 pub fn internal_diff(type_name: &str, old: &Value, new: &Value) -> String {
-    let indented = |v: &Value| {
-        core_internal(type_name, v)
-            .map(|r| super::internal::indented(&r))
-            .unwrap_or_default()
-    };
-    super::udiff::unified(&indented(old), &indented(new))
+    let shaped = |v: &Value| core_internal(type_name, v).unwrap_or(Value::Null);
+    diff(&shaped(old), &shaped(new))
+}
+
+/// `diff.Diff` of two values already shaped as Go prints them (`json.MarshalIndent`, then
+/// go-difflib).
+pub fn diff(old: &Value, new: &Value) -> String {
+    super::udiff::unified(
+        &super::internal::indented(old),
+        &super::internal::indented(new),
+    )
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
-//! Workloads: Deployments, ReplicaSets, DaemonSets and StatefulSets
-//! (`pkg/apis/apps/validation/validation.go`), Jobs (`pkg/apis/batch/validation/validation.go`
-//! and the Job strategy's options) and Pods (`pkg/apis/core/validation/validation.go`). CronJobs
-//! have no immutable spec field (`ValidateCronJobUpdate`): their `jobTemplate` may change.
+//! Workloads: Deployments, ReplicaSets, DaemonSets, StatefulSets and ControllerRevisions
+//! (`pkg/apis/apps/validation/validation.go`) and Jobs (`pkg/apis/batch/validation/validation.go`
+//! and the Job strategy's options); Pods are [`super::pods`]. CronJobs have no immutable spec
+//! field (`ValidateCronJobUpdate`): their `jobTemplate` may change.
 
 use super::{FIELD_IMMUTABLE, Rule, Update, at, forbidden, invalid, render, same};
 use crate::validation::FieldError;
@@ -33,12 +33,12 @@ pub static RULES: [Rule; 4] = [
         check: job,
     },
     Rule {
-        group: "",
-        kinds: &["Pod"],
-        versions: &[],
-        source: "ValidatePodUpdate, ValidateContainerUpdates, validateOnlyAddedTolerations (pkg/apis/core/validation)",
-        refuses: "containers added or removed; spec changed other than container and init container images, activeDeadlineSeconds (set, or lowered), added tolerations, removed scheduling gates, terminationGracePeriodSeconds from negative to 1",
-        check: pod,
+        group: "apps",
+        kinds: &["ControllerRevision"],
+        versions: &["v1"],
+        source: "ValidateControllerRevisionUpdate (pkg/apis/apps/validation)",
+        refuses: "data changed (revision may)",
+        check: controller_revision,
     },
 ];
 
@@ -158,23 +158,48 @@ fn job(u: &Update) -> Vec<FieldError> {
         e
     }));
     errs.extend(pod_template_update(u));
-    for (key, field) in [
-        ("completionMode", "spec.completionMode"),
-        ("podFailurePolicy", "spec.podFailurePolicy"),
-        ("backoffLimitPerIndex", "spec.backoffLimitPerIndex"),
-        ("managedBy", "spec.managedBy"),
-        ("successPolicy", "spec.successPolicy"),
+    // The policies print as their internal types (`*batch.PodFailurePolicy`, Go field names,
+    // nil fields `null`), from the object as decoded.
+    for (key, field, policy) in [
+        ("completionMode", "spec.completionMode", None),
+        (
+            "podFailurePolicy",
+            "spec.podFailurePolicy",
+            Some("PodFailurePolicy"),
+        ),
+        ("backoffLimitPerIndex", "spec.backoffLimitPerIndex", None),
+        ("managedBy", "spec.managedBy", None),
+        ("successPolicy", "spec.successPolicy", Some("SuccessPolicy")),
     ] {
         let path = ["spec", key];
         if !u.unchanged(&path) {
-            let value = match u.new_at(&path) {
-                Some(v @ Value::Map(_)) => render::json(&render::sorted(v)),
-                other => scalar_json(other),
+            let value = match (policy, at(u.decoded, &path)) {
+                (Some(t), Some(v)) => render::internal_of("batch", "batch.v1", t, v),
+                (_, other) => scalar_json(other),
             };
             errs.push(invalid(field, &value, FIELD_IMMUTABLE));
         }
     }
     errs
+}
+
+/// `ValidateControllerRevisionUpdate`: `data` (a `runtime.RawExtension`: its raw JSON, as the
+/// object's conversion wrote it, keys sorted) may not change; `revision` may.
+fn controller_revision(u: &Update) -> Vec<FieldError> {
+    let (old, new) = (u.old_at(&["data"]), u.new_at(&["data"]));
+    let equal = match (old, new) {
+        (None, None) => true,
+        (Some(o), Some(n)) => crate::value::equals(o, n),
+        _ => false,
+    };
+    if equal {
+        return vec![];
+    }
+    vec![invalid(
+        "data",
+        &new.map_or_else(|| "null".to_string(), |n| render::json(&render::sorted(n))),
+        FIELD_IMMUTABLE,
+    )]
 }
 
 /// `validatePodTemplateUpdate` as 1.36 runs it. A suspended Job that has not started (or is
@@ -317,124 +342,4 @@ fn mutable_scheduling(old: &Value, new: &Value) -> Value {
         }
     }
     out
-}
-
-const POD_UPDATABLE: &str = "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
-
-fn list(v: Option<&Value>) -> &[Value] {
-    v.and_then(Value::as_list).unwrap_or(&[])
-}
-
-fn pod(u: &Update) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    // ValidateContainerUpdates: the number of containers may not change (and then nothing
-    // else is checked).
-    for (key, field) in [
-        ("containers", "spec.containers"),
-        ("initContainers", "spec.initContainers"),
-    ] {
-        if list(u.old_at(&["spec", key])).len() != list(u.new_at(&["spec", key])).len() {
-            errs.push(forbidden(
-                field,
-                "pod updates may not add or remove containers",
-            ));
-            return errs;
-        }
-    }
-    let deadline = ["spec", "activeDeadlineSeconds"];
-    let int = |v: Option<&Value>| match v {
-        Some(Value::Int(i)) => Some(*i),
-        _ => None,
-    };
-    match (int(u.old_at(&deadline)), int(u.new_at(&deadline))) {
-        (Some(o), Some(n)) if n >= 0 && n <= i64::from(i32::MAX) && o < n => {
-            errs.push(invalid(
-                "spec.activeDeadlineSeconds",
-                &n.to_string(),
-                "must be less than or equal to previous value",
-            ));
-            return errs;
-        }
-        (Some(_), None) => errs.push(invalid(
-            "spec.activeDeadlineSeconds",
-            "null",
-            "must not update from a positive integer to nil value",
-        )),
-        _ => {}
-    }
-    // validateOnlyAddedTolerations: every old toleration is still there (its
-    // tolerationSeconds may change).
-    let tolerations = ["spec", "tolerations"];
-    let new_tolerations = list(u.new_at(&tolerations));
-    let without_seconds = |t: &Value| {
-        let mut t = t.clone();
-        if let Some(m) = t.as_map_mut() {
-            m.remove("tolerationSeconds");
-        }
-        t
-    };
-    let kept = list(u.old_at(&tolerations)).iter().all(|o| {
-        let o = without_seconds(o);
-        new_tolerations
-            .iter()
-            .any(|n| same(Some(&o), Some(&without_seconds(n))))
-    });
-    if !kept {
-        errs.push(forbidden(
-            "spec.tolerations",
-            "existing toleration can not be modified except its tolerationSeconds",
-        ));
-    }
-    // The rest of the spec may not change.
-    let munged = munged_pod_spec(u);
-    if !same(u.old_at(&["spec"]), Some(&munged)) {
-        // The server appends a diff of its internal spec (go-cmp output, not reproduced).
-        errs.push(forbidden("spec", POD_UPDATABLE));
-    }
-    errs
-}
-
-/// The new Pod spec with what may change taken from the old one.
-fn munged_pod_spec(u: &Update) -> Value {
-    let mut spec = u
-        .new_at(&["spec"])
-        .cloned()
-        .unwrap_or(Value::Map(Map::new()));
-    let Some(m) = spec.as_map_mut() else {
-        return spec;
-    };
-    for key in ["containers", "initContainers"] {
-        let old = list(u.old_at(&["spec", key]));
-        if let Some(Value::List(items)) = m.get_mut(key) {
-            for (n, o) in items.iter_mut().zip(old) {
-                if let Some(c) = n.as_map_mut() {
-                    match o.get_path(&["image"]) {
-                        Some(img) => {
-                            c.insert("image", img.clone());
-                        }
-                        None => {
-                            c.remove("image");
-                        }
-                    }
-                }
-            }
-        }
-    }
-    for key in ["activeDeadlineSeconds", "tolerations", "schedulingGates"] {
-        match u.old_at(&["spec", key]) {
-            Some(v) => {
-                m.insert(key, v.clone());
-            }
-            None => {
-                m.remove(key);
-            }
-        }
-    }
-    let grace = "terminationGracePeriodSeconds";
-    if let (Some(Value::Int(o)), Some(Value::Int(1))) = (u.old_at(&["spec", grace]), m.get(grace))
-        && *o < 0
-    {
-        m.insert(grace, Value::Int(*o));
-    }
-    spec
 }

@@ -379,12 +379,19 @@ pub fn manifest(rng: &mut StdRng, o: &Obj) -> Value {
 
 /// One write by someone other than the appliers, as their tools send it (its answer is not
 /// compared: its effect is what the next prediction reads).
-pub async fn other_writer(api: &Api, rng: &mut StdRng, o: &Obj) -> String {
+/// One write by someone else: what it was, and what was found wrong with fieldguard's
+/// prediction of it (only client-side applies are predicted).
+pub async fn other_writer(
+    api: &Api,
+    catalog: &fieldguard::catalog::Catalog,
+    rng: &mut StdRng,
+    o: &Obj,
+) -> (String, Vec<String>) {
     let url = o.url();
     let merge = "application/merge-patch+json";
     let strategic = "application/strategic-merge-patch+json";
     let label_key = *pick(rng, &["team", "hotfix"]);
-    let (what, at, content_type, body): (String, String, &str, Value) = match rng.gen_range(0..7) {
+    let (what, at, content_type, body): (String, String, &str, Value) = match rng.gen_range(0..8) {
         0 if o.kind.scale => (
             "scale by kube-controller-manager (an autoscaler)".into(),
             "/scale?fieldManager=kube-controller-manager".into(),
@@ -418,7 +425,7 @@ pub async fn other_writer(api: &Api, rng: &mut StdRng, o: &Obj) -> String {
             "application/json-patch+json",
             json!([{"op": "add", "path": "/metadata/annotations", "value": {"note": pick(rng, &["a", "b"])}}]),
         ),
-        5 => return client_side_apply(api, rng, o).await,
+        5 | 6 => return client_side_apply(api, catalog, rng, o).await,
         _ => (
             "delete".into(),
             String::new(),
@@ -432,7 +439,7 @@ pub async fn other_writer(api: &Api, rng: &mut StdRng, o: &Obj) -> String {
         http::Method::PATCH
     };
     let answer = write(api, method, &format!("{url}{at}"), content_type, &body).await;
-    described(&what, &answer)
+    (described(&what, &answer), vec![])
 }
 
 fn described(what: &str, answer: &Answer) -> String {
@@ -465,61 +472,90 @@ fn edit(rng: &mut StdRng, o: &Obj) -> Value {
     }
 }
 
-/// `kubectl apply` without `--server-side`: the manifest with its last-applied annotation,
-/// created with POST when the object is missing, else a strategic merge patch computed from
-/// the previous annotation (what was set there and is gone now is deleted) — kubectl's
-/// three-way patch for the fields a manifest of these histories sets; field manager
-/// `kubectl-client-side-apply`.
-async fn client_side_apply(api: &Api, rng: &mut StdRng, o: &Obj) -> String {
-    let mut m = manifest(rng, o);
-    let last = m.to_string();
-    m["metadata"]["annotations"] =
-        json!({"kubectl.kubernetes.io/last-applied-configuration": last});
-    let live = crate::support::realapi::get(api, &o.url()).await;
-    let manager = "?fieldManager=kubectl-client-side-apply";
-    let Some(live) = live else {
-        let collection = o.url().rsplit_once('/').unwrap().0.to_string();
-        let answer = write(
-            api,
-            http::Method::POST,
-            &format!("{collection}{manager}"),
-            "application/json",
-            &m,
-        )
-        .await;
-        return described("kubectl apply (client-side, create)", &answer);
+/// `kubectl apply` without `--server-side`, as `fieldguard apply` makes it for a client-side
+/// release (`fieldguard::apply::client_side`): the manifest with its last-applied annotation,
+/// created with POST when the object is missing, else kubectl's three-way strategic merge patch
+/// from the last-applied configuration over the live object (patch metadata from the
+/// built-in schemas); field manager `kubectl-client-side-apply`. Judged: what the server
+/// stores equals the patch applied by fieldguard, defaulted and encoded as the server does,
+/// with the `Update` entry fieldguard's field manager adds (a refused write is only
+/// described: the server's native validation of built-in kinds is issue 58's).
+async fn client_side_apply(
+    api: &Api,
+    catalog: &fieldguard::catalog::Catalog,
+    rng: &mut StdRng,
+    o: &Obj,
+) -> (String, Vec<String>) {
+    use fieldguard::apply::client_side::{self, Action};
+    let schema =
+        fieldguard::patch::meta::kubernetes(fieldguard::catalog::DEFAULT_KUBERNETES).unwrap();
+    let meta = schema.root_for(o.kind.api_version, o.kind.kind);
+    let fg = |v: &Value| fieldguard::value::json::parse_str(&v.to_string()).unwrap();
+    let m = manifest(rng, o);
+    let live = if o.kind.controlled {
+        super::settled(api, &o.url()).await
+    } else {
+        crate::support::realapi::get(api, &o.url()).await
     };
-    let previous: Value =
-        live["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
-            .as_str()
-            .and_then(|t| serde_json::from_str(t).ok())
-            .unwrap_or(json!({}));
-    let mut patch = m.clone();
-    deletions(&previous, &m, &mut patch);
-    let answer = write(
-        api,
-        http::Method::PATCH,
-        &format!("{}{manager}", o.url()),
-        "application/strategic-merge-patch+json",
-        &patch,
-    )
-    .await;
-    described("kubectl apply (client-side)", &answer)
-}
-
-/// Map keys set in `previous` and gone from `now`, as `null` in `patch` (the deletions of
-/// kubectl's three-way patch; lists are replaced whole by the strategic merge of these
-/// manifests' lists, or merged by key, which keeps what the manifest still lists).
-fn deletions(previous: &Value, now: &Value, patch: &mut Value) {
-    let (Some(p), Some(n)) = (previous.as_object(), now.as_object()) else {
-        return;
-    };
-    for (k, pv) in p {
-        match n.get(k) {
-            None => {
-                patch[k.as_str()] = Value::Null;
-            }
-            Some(nv) => deletions(pv, nv, &mut patch[k.as_str()]),
+    let live_fg = live.as_ref().map(fg);
+    let manager = "kubectl-client-side-apply";
+    let action = client_side::plan(&fg(&m), live_fg.as_ref(), None, meta.as_ref()).unwrap();
+    let to_json = crate::support::judge::to_json;
+    let (what, written, answer) = match &action {
+        Action::Create(body) => {
+            let collection = o.url().rsplit_once('/').unwrap().0.to_string();
+            let answer = write(
+                api,
+                http::Method::POST,
+                &format!("{collection}?fieldManager={manager}"),
+                "application/json",
+                &to_json(body),
+            )
+            .await;
+            ("kubectl apply (client-side, create)", body.clone(), answer)
         }
-    }
+        Action::Patch {
+            content_type,
+            patch,
+        } => {
+            let live = live_fg.as_ref().and_then(|l| l.as_map()).unwrap().clone();
+            let written =
+                fieldguard::patch::strategic::apply(live, patch.clone(), meta.as_ref().unwrap())
+                    .map(fieldguard::value::Value::Map);
+            let answer = write(
+                api,
+                http::Method::PATCH,
+                &format!("{}?fieldManager={manager}", o.url()),
+                content_type,
+                &to_json(&fieldguard::value::Value::Map(patch.clone())),
+            )
+            .await;
+            let Ok(written) = written else {
+                return (
+                    "kubectl apply (client-side)".into(),
+                    vec![format!(
+                        "fieldguard cannot apply its own patch: {written:?}; server {answer:?}"
+                    )],
+                );
+            };
+            ("kubectl apply (client-side)", written, answer)
+        }
+        Action::Unchanged => return ("kubectl apply (client-side, unchanged)".into(), vec![]),
+    };
+    let Ok(stored) = &answer else {
+        return (described(what, &answer), vec![]);
+    };
+    let stored = match &live {
+        None => super::without_allocations(o, stored.clone()),
+        Some(_) => stored.clone(),
+    };
+    let now = crate::support::judge::stamped_update(&stored, manager)
+        .unwrap_or_else(|| time::OffsetDateTime::now_utc().unix_timestamp());
+    let predicted =
+        crate::support::judge::predict_update(catalog, live.as_ref(), &written, manager, now);
+    let found = crate::support::judge::compare_stored(&predicted, &stored)
+        .into_iter()
+        .map(|f| format!("{what}: {f}\n  patch {action:?}"))
+        .collect();
+    (what.to_string(), found)
 }
