@@ -134,13 +134,8 @@ async fn predictions_of_built_in_kinds_equal_what_kube_apiserver_does() {
                 .entry(format!("writer {}", what.split(':').next().unwrap_or("")))
                 .or_default() += 1;
             history.steps.push(format!("{step}: {name}: {what}"));
-            if !found.is_empty() {
-                history
-                    .disagreements
-                    .push(format!("step {step} ({name})\n  {}", found.join("\n  ")));
-                if history.disagreements.len() >= 5 {
-                    break;
-                }
+            if history.writer(step, &name, &found) {
+                break;
             }
             continue;
         }

@@ -305,6 +305,16 @@ impl History {
         self.disagreements.len() >= 5
     }
 
+    /// Records what was found wrong with the prediction of another writer's step (a
+    /// client-side apply); whether the run has found enough to stop.
+    pub fn writer(&mut self, step: usize, name: &str, found: &[String]) -> bool {
+        if !found.is_empty() {
+            self.disagreements
+                .push(format!("step {step} ({name})\n  {}", found.join("\n  ")));
+        }
+        self.disagreements.len() >= 5
+    }
+
     /// Fails with the disagreements and the last steps, if there were any.
     pub fn assert_agreed(&self, judge: &str, seed: u64) {
         assert!(
