@@ -256,6 +256,64 @@ async fn with_cpu<T>(
     )
 }
 
+/// The server's automatic garbage collections (Go's), counted over the rounds of one side.
+#[derive(Default)]
+struct Gcs {
+    /// Collections seen; `None` once the server did not say.
+    count: Option<u64>,
+    /// Whether every round of this side started from a collected heap.
+    forced: bool,
+    rounds: usize,
+}
+
+impl Gcs {
+    fn add(&mut self, before: (bool, Option<u64>), after: Option<u64>) {
+        let (forced, before) = before;
+        self.forced = (self.rounds == 0 || self.forced) && forced;
+        self.rounds += 1;
+        self.count = match (self.rounds, self.count, before, after) {
+            (1, _, Some(b), Some(a)) => Some(a.saturating_sub(b)),
+            (_, Some(c), Some(b), Some(a)) => Some(c + a.saturating_sub(b)),
+            _ => None,
+        };
+    }
+}
+
+impl std::fmt::Display for Gcs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.count {
+            Some(c) => write!(f, "{c} in {} rounds", self.rounds),
+            None => f.write_str("not reported by the server"),
+        }
+    }
+}
+
+/// The server's automatic garbage collections so far (`go_gc_cycles_automatic_gc_cycles_total`
+/// of its `/metrics`); `None` when it does not say.
+async fn server_gcs(api: &Api) -> Option<u64> {
+    let text = api.get_text("/metrics", "text/plain").await.ok()??;
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("go_gc_cycles_automatic_gc_cycles_total "))?;
+    line.split_whitespace()
+        .nth(1)?
+        .parse::<f64>()
+        .ok()
+        .map(|v| v as u64)
+}
+
+/// Makes the server collect its heap (Go's `runtime.GC`, which `/debug/pprof/heap?gc=1` runs
+/// before it answers) and lets it rest a moment; returns whether it did and the automatic
+/// collections so far.
+async fn settle_server_heap(api: &Api) -> (bool, Option<u64>) {
+    let forced = api
+        .get_text("/debug/pprof/heap?gc=1&debug=1", "text/plain")
+        .await
+        .is_ok_and(|t| t.is_some());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    (forced, server_gcs(api).await)
+}
+
 /// The resourceVersion a cache holds for object `i` of a tier.
 type CachedVersion = dyn Fn(&ClusterCache, usize) -> Option<u64> + Send + Sync;
 
@@ -410,14 +468,23 @@ async fn run(tier: &Tier, objects: usize, rounds: usize) {
         .filter_map(|p| std::fs::read_to_string(server.run.join(format!("{p}.pid"))).ok())
         .map(|p| p.trim().to_string())
         .collect();
+    // Each side starts from a collected server heap: otherwise the server's garbage collection
+    // (one cycle costs ~2 CPU seconds over 100,000 built-in objects, and comes about once per
+    // two lists of them) falls on the same side of every alternated pair, and that side looks
+    // twice as costly. The automatic collections inside each side are counted.
     let (mut lists, mut syncs) = (Vec::new(), Vec::new());
     let (mut list_cpu, mut sync_cpu) = (Vec::new(), Vec::new());
+    let (mut list_gcs, mut sync_gcs) = (Gcs::default(), Gcs::default());
     for _ in 0..rounds {
+        let before = settle_server_heap(&api).await;
         let ((d, n), ours, theirs) = with_cpu(&server_pids, metadata_lists(&api, tier)).await;
+        list_gcs.add(before, server_gcs(&api).await);
         assert!(n >= objects, "{n} listed of {objects}");
         lists.push(d);
         list_cpu.push((ours, theirs));
+        let before = settle_server_heap(&api).await;
         let ((cache, d), ours, theirs) = with_cpu(&server_pids, synced_cache(&api, tier)).await;
+        sync_gcs.add(before, server_gcs(&api).await);
         assert_eq!(cache.len(), n);
         cache.stop();
         syncs.push(d);
@@ -434,10 +501,17 @@ async fn run(tier: &Tier, objects: usize, rounds: usize) {
     let (lo, lt) = cpu(&list_cpu);
     let (so, st) = cpu(&sync_cpu);
     println!(
-        "{label}: initial sync of {objects} objects: cache {} vs the server's paged metadata LIST {} (ratio {:.2}; medians of {rounds}); CPU seconds, this process / the server: sync {so:.2} / {st:.2}, LIST {lo:.2} / {lt:.2}",
+        "{label}: initial sync of {objects} objects: cache {} vs the server's paged metadata LIST {} (ratio {:.2}; medians of {rounds}); CPU seconds, this process / the server: sync {so:.2} / {st:.2}, LIST {lo:.2} / {lt:.2}; the server's own garbage collections during them (each side started from a collected heap: {}): sync {}, LIST {}",
         ms(sync),
         ms(list),
-        sync.as_secs_f64() / list.as_secs_f64()
+        sync.as_secs_f64() / list.as_secs_f64(),
+        if list_gcs.forced && sync_gcs.forced {
+            "yes"
+        } else {
+            "not every time: the server refused"
+        },
+        sync_gcs,
+        list_gcs
     );
 
     // Watch ingest under churn.

@@ -336,7 +336,10 @@ async fn watch_once(
                 return End::Failed(last);
             }
             Ok(None) => break,
-            Ok(Some(Err(_))) => return End::Failed(last),
+            Ok(Some(Err(e))) => {
+                tracing::warn!(cluster = %cache.name, resource = %base, error = %e, "watch stream failed");
+                return End::Failed(last);
+            }
             Ok(Some(Ok(line))) => line,
         };
         if line.trim().is_empty() {

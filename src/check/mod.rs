@@ -32,6 +32,14 @@ use foldhash::HashMap;
 use regex::Regex;
 use serde::Serialize;
 
+/// The most `--force-against` patterns (`force.against` entries) one check takes.
+pub const MAX_FORCE_PATTERNS: usize = 64;
+/// The longest `--force-against` pattern, in bytes: room for alternatives of several
+/// field-manager names (each at most 128 characters, the apiserver's limit).
+pub const MAX_FORCE_PATTERN_BYTES: usize = 4096;
+/// What one compiled pattern may take in memory (the regex crate's size limits).
+pub const FORCE_PATTERN_COMPILED_BYTES: usize = 1 << 20;
+
 /// Whose fields the apply may take over.
 #[derive(Clone, Debug, Default)]
 pub enum Force {
@@ -47,10 +55,35 @@ pub enum Force {
 
 impl Force {
     /// Compiles `--force-against` patterns (each must match a whole manager name).
+    /// At most [`MAX_FORCE_PATTERNS`] patterns of at most [`MAX_FORCE_PATTERN_BYTES`] each,
+    /// counted and measured before any is compiled, each compiled within
+    /// [`FORCE_PATTERN_COMPILED_BYTES`].
     pub fn against(patterns: &[String]) -> Result<Force, String> {
-        let mut out = Vec::new();
+        if patterns.len() > MAX_FORCE_PATTERNS {
+            return Err(format!(
+                "--force-against: {} patterns, more than the {MAX_FORCE_PATTERNS} allowed \
+                 (one pattern can name many managers: a|b|c)",
+                patterns.len()
+            ));
+        }
+        if let Some((i, p)) = patterns
+            .iter()
+            .enumerate()
+            .find(|(_, p)| p.len() > MAX_FORCE_PATTERN_BYTES)
+        {
+            return Err(format!(
+                "--force-against: pattern {} is {} bytes, more than the {MAX_FORCE_PATTERN_BYTES} \
+                 allowed (a field manager's name is at most 128 characters)",
+                i + 1,
+                p.len()
+            ));
+        }
+        let mut out = Vec::with_capacity(patterns.len());
         for p in patterns {
-            let r = Regex::new(&format!("^(?:{p})$"))
+            let r = regex::RegexBuilder::new(&format!("^(?:{p})$"))
+                .size_limit(FORCE_PATTERN_COMPILED_BYTES)
+                .dfa_size_limit(FORCE_PATTERN_COMPILED_BYTES)
+                .build()
                 .map_err(|e| format!("--force-against {p:?}: {e}"))?;
             out.push(r);
         }

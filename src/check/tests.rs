@@ -133,6 +133,22 @@ fn selective_force_matches_whole_manager_names() {
     assert!(Force::against(&["(".into()]).is_err());
 }
 
+#[test]
+fn selective_force_is_bounded_before_it_compiles() {
+    let many: Vec<String> = (0..crate::check::MAX_FORCE_PATTERNS + 1)
+        .map(|i| format!("m{i}"))
+        .collect();
+    let e = Force::against(&many).unwrap_err();
+    assert!(e.contains("65 patterns, more than the 64 allowed"), "{e}");
+    assert!(Force::against(&many[..64]).is_ok());
+    let long = "a".repeat(crate::check::MAX_FORCE_PATTERN_BYTES + 1);
+    let e = Force::against(&["ok".into(), long]).unwrap_err();
+    assert!(e.contains("pattern 2 is 4097 bytes"), "{e}");
+    // A short pattern that compiles huge: refused by its compiled size.
+    let e = Force::against(&["(((a{100}){100}){100})".into()]).unwrap_err();
+    assert!(e.contains("size limit"), "{e}");
+}
+
 const HOOKED: &str = "\
 apiVersion: v1
 kind: ConfigMap

@@ -123,6 +123,9 @@ pub fn run(args: ApplyArgs) -> ExitCode {
     if args.release.is_empty() || args.field_manager.is_empty() {
         return super::usage_error("the release name and --field-manager must not be empty");
     }
+    if let Some(e) = super::field_manager_refused(&args.field_manager) {
+        return e;
+    }
     let (documents, manifest_text) = if args.rollback.is_some() {
         (vec![], String::new())
     } else {

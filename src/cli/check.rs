@@ -144,6 +144,9 @@ pub fn run(args: CheckArgs) -> ExitCode {
     if args.field_manager.is_empty() {
         return super::usage_error("--field-manager must not be empty");
     }
+    if let Some(e) = super::field_manager_refused(&args.field_manager) {
+        return e;
+    }
     let inputs = match manifest_inputs(&args.manifests, &args.filenames) {
         Ok(i) => i,
         Err(e) => return super::usage_error(&e),

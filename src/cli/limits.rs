@@ -36,16 +36,18 @@ impl LimitArgs {
             document_bytes: self.max_document_bytes.unwrap_or(base.document_bytes),
             total_bytes: self.max_input_bytes.unwrap_or(base.total_bytes),
             documents: self.max_documents.unwrap_or(base.documents),
+            scope: base.scope,
         }
     }
 
-    /// The limits for a snapshot.
+    /// The limits for a snapshot: no file or document of it larger than all of it may be.
     pub fn snapshot(&self) -> Limits {
         let base = Limits::SNAPSHOT;
         let total = self.max_snapshot_bytes.unwrap_or(base.total_bytes);
         Limits {
             total_bytes: total,
             file_bytes: base.file_bytes.min(total),
+            document_bytes: base.document_bytes.min(total),
             ..base
         }
     }

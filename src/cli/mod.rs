@@ -158,6 +158,16 @@ pub(crate) fn usage_error(msg: &str) -> ExitCode {
     ExitCode::from(EXIT_INVALID)
 }
 
+/// A field manager kube-apiserver refuses every write of (too long, an unprintable character):
+/// exit 2 with the server's own 422, before anything is read or sent.
+pub(crate) fn field_manager_refused(manager: &str) -> Option<ExitCode> {
+    crate::validation::meta::field_manager_refusal(manager).map(|m| {
+        usage_error(&format!(
+            "--field-manager: kube-apiserver refuses every apply by this manager: {m}"
+        ))
+    })
+}
+
 /// Writes a report to standard output; a closed pipe or a full disk is said on standard
 /// error (exit 2), never silent.
 pub(crate) fn write_stdout(text: &str) -> Result<(), ExitCode> {

@@ -81,7 +81,8 @@ pub fn blame(args: BlameArgs) -> ExitCode {
     if is_file {
         let mut inputs = vec![Input::parse(&args.target)];
         inputs.extend(args.live.snapshot.iter().map(|s| Input::parse(s)));
-        let snap = match Snapshot::load(&inputs, &mut std::io::stdin().lock()) {
+        let limits = args.live.limits.snapshot();
+        let snap = match Snapshot::load_within(&inputs, &mut std::io::stdin().lock(), &limits) {
             Ok(s) => s,
             Err(e) => return print_errors(&e),
         };

@@ -29,6 +29,16 @@ pub fn predict(
     if !errors.is_empty() {
         return Err(super::check::invalid_input(&errors, args.output));
     }
+    // Parsed here too: every problem of the files is listed from here, where the service's
+    // answer lists only what fits an error's details.
+    let mut parsed = manifest::Loaded::new(limits.clone());
+    for (name, content) in &files {
+        manifest::parse_into(name, content, &mut parsed);
+    }
+    if !parsed.errors.is_empty() {
+        return Err(super::check::invalid_input(&parsed.errors, args.output));
+    }
+    drop(parsed);
     let request = pb::PredictRequest {
         cluster: String::new(),
         clusters: args.cluster.clone(),

@@ -1,10 +1,11 @@
 //! The apiserver's HTTP API as fieldguard uses it: the kubeconfig resolved like kubectl
 //! (`--kubeconfig`, else `$KUBECONFIG`, else `~/.kube/config`, else the in-cluster service
 //! account; `--context` picks a context), GETs with `None` for 404, paged metadata lists, watch
-//! streams and writes, every one bounded by a timeout; errors typed with the apiserver's status
-//! code and reason.
+//! streams and writes, every one bounded by a timeout and every answer by what it can hold
+//! ([`super::answers`]); errors typed with the apiserver's status code and reason.
 
 use super::ObjectRef;
+use super::answers::{self, Bound};
 use super::discovery::ServedResource;
 use crate::value::{MAX_DOCUMENT_BYTES, Value, json};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -16,6 +17,9 @@ use std::time::Duration;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a write may take (kube-apiserver's own request timeout is 60 s).
 const WRITE_TIMEOUT: Duration = Duration::from_secs(70);
+/// The most a JSON answer may hold to be parsed: objects are bounded by the apiserver; schema
+/// documents are larger (a few MiB, tens in clusters of many CRDs).
+const PARSED_BYTES: u64 = 16 * MAX_DOCUMENT_BYTES as u64;
 
 /// Which cluster, as kubectl's flags name it.
 #[derive(Clone, Debug, Default)]
@@ -241,7 +245,9 @@ impl Api {
         self.get_with_accept(path, "application/json").await
     }
 
-    /// Opens a streaming GET (a watch): lines of JSON events. Any error status is an error.
+    /// Opens a streaming GET (a watch): lines of JSON events, each at most
+    /// [`answers::EVENT_BYTES`] (a longer one ends the stream with an error). Any error status
+    /// is an error.
     pub async fn stream(
         &self,
         path: &str,
@@ -252,16 +258,12 @@ impl Api {
             .header(http::header::ACCEPT, accept)
             .body(Vec::new())
             .map_err(|e| ClusterError::new(format!("{path}: {e}")))?;
-        self.client.request_stream(req).await.map_err(|e| match e {
-            kube::Error::Api(s) => ClusterError::answered(
-                format!(
-                    "cluster {}: GET {path}: {} ({})",
-                    self.url, s.message, s.code
-                ),
-                &s,
-            ),
-            e => ClusterError::new(format!("cluster {} unreachable: GET {path}: {e}", self.url)),
-        })
+        let res = self
+            .answer(req)
+            .await
+            .map_err(|e| self.get_failed(path, e))?;
+        let what = format!("cluster {}: GET {}", self.url, shown(path));
+        Ok(answers::lines_bounded(res, what))
     }
 
     /// GETs with an Accept header; `None` on 404.
@@ -270,7 +272,12 @@ impl Api {
         path: &str,
         accept: &str,
     ) -> Result<Option<Value>, ClusterError> {
-        let Some(text) = self.get_text(path, accept).await? else {
+        let parsed = Bound {
+            bytes: PARSED_BYTES,
+            what: "an answer fieldguard parses".into(),
+        };
+        let bound = Bound::of_get(path).min(parsed);
+        let Some(text) = self.get_bounded(path, accept, &bound).await? else {
             return Ok(None);
         };
         // What some endpoints answer for what they do not have (an OpenAPI v3 document of a
@@ -281,24 +288,67 @@ impl Api {
                 self.url
             )));
         }
-        // Objects are bounded by the apiserver; schema documents are larger (a few MiB).
-        json::parse_limited(text.as_bytes(), 16 * MAX_DOCUMENT_BYTES)
+        json::parse_limited(text.as_bytes(), PARSED_BYTES as usize)
             .map(Some)
             .map_err(|e| ClusterError::new(format!("cluster {}: GET {path}: {e}", self.url)))
     }
 
-    /// GETs the text at `path`; `None` on 404.
+    /// GETs the text at `path`; `None` on 404. The answer is read up to what the path can
+    /// return ([`Bound::of_get`]).
     pub async fn get_text(&self, path: &str, accept: &str) -> Result<Option<String>, ClusterError> {
+        self.get_bounded(path, accept, &Bound::of_get(path)).await
+    }
+
+    /// [`Api::get_text`] reading at most `bound`.
+    async fn get_bounded(
+        &self,
+        path: &str,
+        accept: &str,
+        bound: &Bound,
+    ) -> Result<Option<String>, ClusterError> {
         let req = self
             .with_identity(http::Request::get(path))
             .header(http::header::ACCEPT, accept)
             .body(Vec::new())
             .map_err(|e| ClusterError::new(format!("{path}: {e}")))?;
-        self.send(path, req).await
+        let text = async {
+            let res = self.answer(req).await?;
+            text_of(answers::read(res, bound).await?)
+        };
+        match tokio::time::timeout(REQUEST_TIMEOUT, text).await {
+            Err(_) => Err(ClusterError::new(format!(
+                "cluster {}: GET {path}: no answer within {}s",
+                self.url,
+                REQUEST_TIMEOUT.as_secs()
+            ))),
+            Ok(Err(Failed::Status(s))) if s.code == 404 => Ok(None),
+            Ok(Err(e)) => Err(self.get_failed(path, e)),
+            Ok(Ok(t)) => Ok(Some(t)),
+        }
+    }
+
+    /// What a failed GET of `path` is.
+    fn get_failed(&self, path: &str, e: Failed) -> ClusterError {
+        match e {
+            Failed::Status(s) => ClusterError::answered(
+                format!(
+                    "cluster {}: GET {path}: {} ({})",
+                    self.url, s.message, s.code
+                ),
+                &s,
+            ),
+            Failed::TooLarge(why) => {
+                ClusterError::new(format!("cluster {}: GET {}: {why}", self.url, shown(path)))
+            }
+            Failed::Transport(e) => {
+                ClusterError::new(format!("cluster {} unreachable: GET {path}: {e}", self.url))
+            }
+        }
     }
 
     /// Any write (`POST`, `PUT`, `PATCH` of a content type, `DELETE`): the answer's text, the
-    /// apiserver's refusal as `Err(Ok(status))`, a transport problem as `Err(Err(..))`.
+    /// apiserver's refusal as `Err(Ok(status))`, a transport problem (or an answer larger than
+    /// an object) as `Err(Err(..))`.
     pub async fn write(
         &self,
         method: http::Method,
@@ -316,57 +366,88 @@ impl Api {
             .map_err(|e| Err(ClusterError::new(format!("{url}: {e}"))))?;
         // kube-apiserver gives a request 60 s (admission webhooks included); a write that
         // outlasts that is not coming back.
-        let res = tokio::time::timeout(WRITE_TIMEOUT, self.client().request_text(req)).await;
-        match res {
+        let text = async {
+            let res = self.answer(req).await?;
+            text_of(answers::read(res, &Bound::object()).await?)
+        };
+        match tokio::time::timeout(WRITE_TIMEOUT, text).await {
             Err(_) => Err(Err(ClusterError::new(format!(
                 "cluster {}: {method} {url}: no answer within {}s",
                 self.url(),
                 WRITE_TIMEOUT.as_secs()
             )))),
             Ok(Ok(t)) => Ok(t),
-            Ok(Err(kube::Error::Api(s))) => Err(Ok(*s)),
-            Ok(Err(e)) => Err(Err(ClusterError::new(format!(
+            Ok(Err(Failed::Status(s))) => Err(Ok(*s)),
+            Ok(Err(Failed::TooLarge(why))) => Err(Err(ClusterError::new(format!(
+                "cluster {}: {method} {}: {why}",
+                self.url(),
+                shown(url)
+            )))),
+            Ok(Err(Failed::Transport(e))) => Err(Err(ClusterError::new(format!(
                 "cluster {} unreachable: {method} {url}: {e}",
                 self.url()
             )))),
         }
     }
 
-    /// Sends a GET; `None` on 404; errors name the cluster and the path.
-    async fn send(
+    /// Sends a request: the answer, its body unread, when its status is a success; the
+    /// apiserver's `Status` (read within [`Bound::object`]) when it is an error.
+    async fn answer(
         &self,
-        path: &str,
         req: http::Request<Vec<u8>>,
-    ) -> Result<Option<String>, ClusterError> {
-        let res = tokio::time::timeout(REQUEST_TIMEOUT, self.client.request_text(req)).await;
-        let text = match res {
+    ) -> Result<http::Response<kube::client::Body>, Failed> {
+        let res = self
+            .client
+            .send(req.map(kube::client::Body::from))
+            .await
+            .map_err(Failed::Transport)?;
+        let code = res.status();
+        if !(code.is_client_error() || code.is_server_error()) {
+            return Ok(res);
+        }
+        let text = answers::read(res, &Bound::object()).await?;
+        // Not every error is a `Status` (a proxy's page, a path nothing serves): the text then
+        // says it, with the HTTP code (as kube's client does).
+        let status = match serde_json::from_slice::<kube::core::Status>(&text) {
+            Ok(s) if s.code != 0 => s,
+            Ok(s) => s.with_code(code.as_u16()),
             Err(_) => {
-                return Err(ClusterError::new(format!(
-                    "cluster {}: GET {path}: no answer within {}s",
-                    self.url,
-                    REQUEST_TIMEOUT.as_secs()
-                )));
+                let text = String::from_utf8_lossy(&text);
+                kube::core::Status::failure(text.trim(), "Failed to parse error data")
+                    .with_code(code.as_u16())
             }
-            Ok(Err(kube::Error::Api(s))) if s.code == 404 => return Ok(None),
-            Ok(Err(kube::Error::Api(s))) => {
-                return Err(ClusterError::answered(
-                    format!(
-                        "cluster {}: GET {path}: {} ({})",
-                        self.url, s.message, s.code
-                    ),
-                    &s,
-                ));
-            }
-            Ok(Err(e)) => {
-                return Err(ClusterError::new(format!(
-                    "cluster {} unreachable: GET {path}: {e}",
-                    self.url
-                )));
-            }
-            Ok(Ok(t)) => t,
         };
-        Ok(Some(text))
+        Err(Failed::Status(Box::new(status)))
     }
+}
+
+/// Why a request failed.
+enum Failed {
+    /// The apiserver refused, with this `Status`.
+    Status(Box<kube::core::Status>),
+    /// The answer passed its bound (the message says which).
+    TooLarge(String),
+    /// No answer, or the connection failed.
+    Transport(kube::Error),
+}
+
+impl From<answers::BodyError> for Failed {
+    fn from(e: answers::BodyError) -> Failed {
+        match e {
+            answers::BodyError::TooLarge(why) => Failed::TooLarge(why),
+            answers::BodyError::Transport(e) => Failed::Transport(e),
+        }
+    }
+}
+
+/// An answer's text (JSON, or a log: UTF-8).
+fn text_of(bytes: Vec<u8>) -> Result<String, Failed> {
+    String::from_utf8(bytes).map_err(|e| Failed::Transport(kube::Error::FromUtf8(e)))
+}
+
+/// A request path as refusals name it: without its query (continue tokens, selectors).
+fn shown(path: &str) -> &str {
+    path.split_once('?').map_or(path, |(p, _)| p)
 }
 
 /// Characters a path segment or query value keeps as they are (RFC 3986 unreserved); every

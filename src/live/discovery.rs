@@ -213,8 +213,25 @@ impl Api {
         Ok(Some(t))
     }
 
-    /// See [`Cluster::resources`].
+    /// See [`Cluster::resources`]: by aggregated discovery (two requests) where the server
+    /// aggregates, else per group-version ([`Api::resources_per_version`]).
     pub async fn resources(&self) -> Result<Vec<ServedResource>, ClusterError> {
+        let mut out = Vec::new();
+        for path in ["/api", "/apis"] {
+            let answer = self
+                .get_with_accept(path, super::aggregated::ACCEPT)
+                .await?;
+            match answer.as_ref().and_then(super::aggregated::resources) {
+                Some(r) => out.extend(r),
+                None => return self.resources_per_version().await,
+            }
+        }
+        Ok(out)
+    }
+
+    /// The served resources read one group-version at a time (the preferred version of each
+    /// group in `/apis`, and `v1`): discovery as servers without aggregation answer it.
+    pub async fn resources_per_version(&self) -> Result<Vec<ServedResource>, ClusterError> {
         let mut versions = vec!["v1".to_string()];
         if let Some(groups) = self.get_json("/apis").await? {
             for g in groups

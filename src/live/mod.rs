@@ -4,6 +4,8 @@
 //! and the service both stand on. Underneath: the apiserver's API ([`api`]), what it serves
 //! ([`discovery`]), and the one resolver of kinds as people write them ([`resolve`]).
 
+pub mod aggregated;
+pub mod answers;
 pub mod api;
 pub mod cluster;
 pub mod discovery;

@@ -22,6 +22,18 @@ pub struct Limits {
     pub total_bytes: u64,
     /// Documents (and `List` items), every input together (`--max-documents`).
     pub documents: usize,
+    /// What is bounded (which settings a refusal names).
+    pub scope: Scope,
+}
+
+/// What limits bound, which decides the settings their refusals name: manifests (and a request
+/// to the service) have `--max-file-bytes` and the rest; a snapshot has `--max-snapshot-bytes`
+/// only, its other limits fixed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Scope {
+    #[default]
+    Manifests,
+    Snapshot,
 }
 
 impl Limits {
@@ -32,6 +44,7 @@ impl Limits {
         document_bytes: 3 * MIB,
         total_bytes: 256 * MIB,
         documents: 20_000,
+        scope: Scope::Manifests,
     };
 
     /// For one request to the service (its manifests together): 32 MiB, 3 MiB a document,
@@ -41,6 +54,7 @@ impl Limits {
         document_bytes: 3 * MIB,
         total_bytes: 32 * MIB,
         documents: 10_000,
+        scope: Scope::Manifests,
     };
 
     /// For a snapshot of a cluster: 2 GiB a file; 512 MiB a document (`kubectl get -o json`
@@ -51,7 +65,47 @@ impl Limits {
         document_bytes: 512 * MIB,
         total_bytes: 4 * GIB,
         documents: 2_000_000,
+        scope: Scope::Snapshot,
     };
+
+    /// The value of `limit`.
+    pub fn of(&self, limit: Limit) -> u64 {
+        match limit {
+            Limit::File => self.file_bytes,
+            Limit::Document => self.document_bytes,
+            Limit::Total => self.total_bytes,
+            Limit::Documents => self.documents as u64,
+        }
+    }
+
+    /// The setting that raises `limit` here; for a snapshot's fixed limits, what they are.
+    /// A snapshot's file and document limits are lowered to `--max-snapshot-bytes` when it is
+    /// smaller: they then name it.
+    pub fn setting(&self, limit: Limit) -> &'static str {
+        let fixed = &Limits::SNAPSHOT;
+        match (self.scope, limit) {
+            (Scope::Manifests, l) => l.flag(),
+            (Scope::Snapshot, Limit::Total) => "--max-snapshot-bytes",
+            (Scope::Snapshot, Limit::File) if self.file_bytes < fixed.file_bytes => {
+                "--max-snapshot-bytes"
+            }
+            (Scope::Snapshot, Limit::Document) if self.document_bytes < fixed.document_bytes => {
+                "--max-snapshot-bytes"
+            }
+            (Scope::Snapshot, Limit::File) => "a snapshot's limit for one file",
+            (Scope::Snapshot, Limit::Document) => "a snapshot's limit for one document",
+            (Scope::Snapshot, Limit::Documents) => "a snapshot's limit of documents",
+        }
+    }
+
+    /// "more than the limit of 3 MiB (--max-document-bytes)", with the setting of this scope.
+    pub fn over(&self, limit: Limit) -> String {
+        format!(
+            "more than the limit of {} ({})",
+            amount(limit, self.of(limit)),
+            self.setting(limit)
+        )
+    }
 }
 
 impl Default for Limits {
@@ -69,24 +123,35 @@ pub enum Limit {
     Documents,
 }
 
-impl fmt::Display for Limit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl Limit {
+    /// The setting of manifests' limit.
+    pub fn flag(self) -> &'static str {
+        match self {
             Limit::File => "--max-file-bytes",
             Limit::Document => "--max-document-bytes",
             Limit::Total => "--max-input-bytes",
             Limit::Documents => "--max-documents",
-        })
+        }
     }
 }
 
-/// "more than the limit of 3 MiB (--max-document-bytes)".
+impl fmt::Display for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.flag())
+    }
+}
+
+/// "more than the limit of 3 MiB (--max-document-bytes)" (manifests' settings; see
+/// [`Limits::over`] for a snapshot's).
 pub fn over(limit: Limit, value: u64) -> String {
-    let amount = match limit {
+    format!("more than the limit of {} ({limit})", amount(limit, value))
+}
+
+fn amount(limit: Limit, value: u64) -> String {
+    match limit {
         Limit::Documents => format!("{value}"),
         _ => human_bytes(value),
-    };
-    format!("more than the limit of {amount} ({limit})")
+    }
 }
 
 /// `3 MiB`, `64 MiB`, `1.5 GiB`, `700 bytes`.
@@ -161,6 +226,27 @@ mod tests {
             "more than the limit of 20000 (--max-documents)"
         );
         assert_eq!(human_bytes(1536 * KIB), "1.5 MiB");
+        // A snapshot's refusals name its own setting, or say the limit is fixed.
+        let snap = Limits {
+            file_bytes: MIB,
+            document_bytes: MIB,
+            total_bytes: MIB,
+            ..Limits::SNAPSHOT
+        };
+        for l in [Limit::File, Limit::Document, Limit::Total] {
+            assert_eq!(
+                snap.over(l),
+                "more than the limit of 1 MiB (--max-snapshot-bytes)"
+            );
+        }
+        assert_eq!(
+            Limits::SNAPSHOT.over(Limit::Document),
+            "more than the limit of 512 MiB (a snapshot's limit for one document)"
+        );
+        assert_eq!(
+            Limits::MANIFESTS.over(Limit::File),
+            "more than the limit of 64 MiB (--max-file-bytes)"
+        );
         assert_eq!(human_bytes(700), "700 bytes");
     }
 }

@@ -28,7 +28,7 @@ pub use unparsed::{DiskFile, FileStamp, JsonObject, JsonText, Kept};
 use crate::deadline::Deadline;
 use crate::value::yaml::{Lines, YamlOptions, parse_documents};
 use crate::value::{MAX_DEPTH, Value, json};
-use limits::{Limit, over};
+use limits::Limit;
 use std::fmt;
 use std::io::Read;
 use std::path::PathBuf;
@@ -272,7 +272,7 @@ impl Loaded {
             let msg = format!(
                 "the input holds {} documents or more, {}",
                 self.counted,
-                over(Limit::Documents, self.limits.documents as u64)
+                self.limits.over(Limit::Documents)
             );
             self.error(name, None, None, msg);
             self.stop();
@@ -404,7 +404,7 @@ fn parse_file(name: &Arc<str>, bytes: &[u8], owner: Owner, out: &mut Loaded) {
         let msg = format!(
             "input is {} bytes, {}",
             bytes.len(),
-            over(Limit::File, limits.file_bytes)
+            limits.over(Limit::File)
         );
         return out.error(name, None, None, msg);
     }
@@ -413,7 +413,7 @@ fn parse_file(name: &Arc<str>, bytes: &[u8], owner: Owner, out: &mut Loaded) {
         let msg = format!(
             "the inputs together are {} bytes or more, {}",
             out.bytes,
-            over(Limit::Total, limits.total_bytes)
+            limits.over(Limit::Total)
         );
         out.error(name, None, None, msg);
         return out.stop();
@@ -494,7 +494,7 @@ fn parse_json_list(name: &Arc<str>, text: &str, out: &mut Loaded) {
         let msg = format!(
             "document is {} bytes, {}",
             text.len(),
-            over(Limit::Document, out.limits.document_bytes)
+            out.limits.over(Limit::Document)
         );
         out.error(name, Some(1), Some(1), msg);
     };
@@ -526,7 +526,7 @@ fn parse_json_list(name: &Arc<str>, text: &str, out: &mut Loaded) {
             let msg = format!(
                 "item is {} bytes, {}",
                 raw.len(),
-                over(Limit::Document, out.limits.document_bytes)
+                out.limits.over(Limit::Document)
             );
             out.errors.push(ManifestError {
                 file: name.clone(),
@@ -567,11 +567,44 @@ fn parse_json_list(name: &Arc<str>, text: &str, out: &mut Loaded) {
     }
 }
 
+/// The parser's bounds: aliases may expand a document to no more than a document's limit (an
+/// expansion past it is a document the apiserver would refuse, and costs what one that large
+/// would).
+/// The most bytes aliases may expand a document to: a document's limit — for a snapshot, whose
+/// documents may be whole exported Lists (hundreds of MiB), no more than a manifest's
+/// document (3 MiB): the tools that export objects write no aliases, so a snapshot's aliases
+/// are hand-written and small, and a file of 1 MiB cannot cost hundreds of MiB.
+fn alias_bytes(limits: &Limits) -> u64 {
+    match limits.scope {
+        limits::Scope::Snapshot => limits
+            .document_bytes
+            .min(crate::value::MAX_DOCUMENT_BYTES as u64),
+        limits::Scope::Manifests => limits.document_bytes,
+    }
+}
+
+/// How a refusal at [`alias_bytes`] names its limit.
+fn alias_limit_text(limits: &Limits) -> String {
+    match limits.scope {
+        limits::Scope::Snapshot
+            if limits.document_bytes > crate::value::MAX_DOCUMENT_BYTES as u64 =>
+        {
+            format!(
+                "more than the {} MiB aliases may expand a snapshot's document to (exported objects hold no aliases)",
+                crate::value::MAX_DOCUMENT_BYTES >> 20
+            )
+        }
+        _ => limits.over(Limit::Document),
+    }
+}
+
 fn yaml_options(out: &Loaded) -> YamlOptions {
     YamlOptions {
         reject_duplicate_keys: true,
         max_depth: MAX_DEPTH,
         max_alias_nodes: 100_000,
+        max_alias_bytes: alias_bytes(&out.limits),
+        alias_bytes_limit: Arc::from(alias_limit_text(&out.limits)),
         deadline: out.deadline.clone(),
     }
 }
@@ -601,7 +634,7 @@ fn parse_yaml(name: &Arc<str>, text: &str, out: &mut Loaded) {
             let msg = format!(
                 "document is {} bytes, {}",
                 part.len(),
-                over(Limit::Document, out.limits.document_bytes)
+                out.limits.over(Limit::Document)
             );
             out.error(name, Some(doc), Some(c.line), msg);
             continue;

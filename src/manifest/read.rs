@@ -1,14 +1,21 @@
 //! Reading inputs within their [`Limits`]: files named, directories searched (recursively, in
-//! name order, following symbolic links once: a directory met twice is a loop, reported, not
-//! followed), standard input. Sizes are known before reading where the file system says them
-//! and are enforced while reading otherwise: nothing reads more than its limit and one byte.
+//! name order), standard input. What each path is is known before it is opened: the file
+//! system's word on a path named, the directory's on its entries. Sizes are known before
+//! reading where the file system says them and are enforced while reading otherwise: nothing
+//! reads more than its limit and one byte.
+//!
+//! A search is bounded: symbolic links are followed to files, and to directories inside the
+//! directory named (once: a directory met twice is a loop, reported, not followed); a link to a
+//! directory elsewhere (`/proc/self/root` is `/`) is reported, not searched; at most
+//! [`MAX_ENTRIES`] entries are visited.
 //!
 //! Only regular files are read from directories; FIFOs, devices and sockets there are
-//! reported. Named on the command line they are read (process substitution hands a pipe),
-//! with the same limit — a FIFO is opened without waiting for a writer, so one that nobody
-//! writes to reads as empty instead of blocking forever.
+//! reported. A FIFO named on the command line is read (process substitution hands a pipe),
+//! with the same limit — opened without waiting for a writer, so one that nobody writes to
+//! reads as empty instead of blocking forever. A device or socket is refused even when named,
+//! by what it is, never opened (`/dev/zero` would read until the limit).
 
-use super::limits::{Limit, Limits, over};
+use super::limits::{Limit, Limits};
 use super::{FileBytes, FileStamp, Input, ManifestError};
 use std::collections::HashSet;
 use std::fs::Metadata;
@@ -31,6 +38,10 @@ struct Planner {
     /// Directories entered, by device and inode.
     visited: HashSet<(u64, u64)>,
     plan: Vec<Step>,
+    /// Entries of directories met so far (at most [`MAX_ENTRIES`]).
+    entries: usize,
+    /// The search stopped: too many entries.
+    stopped: bool,
 }
 
 /// One step of reading the inputs, in order: what was found while searching them, before
@@ -74,16 +85,12 @@ impl Reader<'_> {
     }
 
     fn refuse(&self, limit: Limit) -> String {
-        let value = match limit {
-            Limit::Total => self.limits.total_bytes,
-            _ => self.limits.file_bytes,
-        };
         let what = if limit == Limit::Total {
             "the inputs together are "
         } else {
             ""
         };
-        format!("{what}{}", over(limit, value))
+        format!("{what}{}", self.limits.over(limit))
     }
 
     /// Reads `r` up to the allowance; a refusal when there is more. `size`: what the file
@@ -120,7 +127,7 @@ impl Reader<'_> {
             Err(e) => return self.fail(&name, format!("cannot read: {e}")),
         };
         let ft = meta.file_type();
-        if size.is_some() && !ft.is_file() {
+        if !ft.is_file() && (size.is_some() || !ft.is_fifo()) {
             let msg = format!(
                 "not a regular file ({}) any more: it changed while the inputs were read",
                 kind_of(&ft)
@@ -165,54 +172,130 @@ fn kind_of(ft: &std::fs::FileType) -> &'static str {
     }
 }
 
+/// Most entries a search of directories visits, every input together: far more than a tree of
+/// manifests or a snapshot holds (a snapshot is at most 2,000,000 documents, and `kubectl`
+/// prints many to a file), far fewer than a file system's root or `/proc` holds. A search past
+/// it is refused, not finished.
+const MAX_ENTRIES: usize = 1_000_000;
+
+/// An entry of a directory, by what the directory says it is (no `stat`).
+enum Entry {
+    /// A regular file named like a manifest, with its metadata when read with the entry.
+    File(Option<Metadata>),
+    Dir,
+    Link,
+    /// A FIFO, device or socket named like a manifest.
+    Special(std::fs::FileType),
+}
+
 impl Planner {
-    /// Plans the reading of `p` and what it holds (a directory: its manifest files, in name
-    /// order); `named`: given on the command line.
-    fn walk(&mut self, p: &Path, named: bool) {
+    /// Plans the reading of `p`, named on the command line, and what it holds (a directory:
+    /// its manifest files, in name order). What `p` is is known before anything is opened.
+    fn named(&mut self, p: &Path) {
+        if self.stopped {
+            return;
+        }
         let name: Arc<str> = Arc::from(p.display().to_string());
         let meta = match std::fs::metadata(p) {
             Ok(m) => m,
             Err(e) => return self.plan_failure(name, format!("cannot read: {e}")),
         };
-        let ft = meta.file_type();
-        if ft.is_dir() {
-            if !self.visited.insert((meta.dev(), meta.ino())) {
-                return self.plan_failure(
-                    name,
-                    "this directory was already read (a symbolic link loop?): not read again"
-                        .into(),
-                );
-            }
-            let mut entries: Vec<(std::ffi::OsString, PathBuf, Option<Metadata>)> =
-                match std::fs::read_dir(p) {
-                    Ok(rd) => rd
-                        .filter_map(|e| {
-                            let e = e.ok()?;
-                            let path = e.path();
-                            let meta = match e.file_type() {
-                                // A file of another name: passed by, unread.
-                                Ok(ft) if ft.is_file() && !manifest_like(&path) => return None,
-                                Ok(ft) if ft.is_file() => e.metadata().ok(),
-                                // A directory, a link (followed), anything else: by its path.
-                                _ => None,
-                            };
-                            Some((e.file_name(), path, meta))
-                        })
-                        .collect(),
-                    Err(e) => return self.plan_failure(name, format!("cannot read: {e}")),
-                };
-            // By name: the order of their paths (one directory), without comparing the
-            // directory's components again for every pair.
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            for (_, e, meta) in entries {
-                match meta {
-                    Some(meta) => self.file(&e, false, &meta),
-                    None => self.walk(&e, false),
-                }
-            }
-            return;
+        if !meta.is_dir() {
+            return self.file(p, true, &meta);
         }
-        self.file(p, named, &meta)
+        // Links inside are followed only to directories inside it, as it resolves.
+        match std::fs::canonicalize(p) {
+            Ok(root) => self.dir(p, &meta, &root),
+            Err(e) => self.plan_failure(name, format!("cannot read: {e}")),
+        }
+    }
+
+    /// Plans the reading of the directory `p` (metadata `meta`) inside `root`: its manifest
+    /// files and directories, in name order.
+    fn dir(&mut self, p: &Path, meta: &Metadata, root: &Path) {
+        let name: Arc<str> = Arc::from(p.display().to_string());
+        if !self.visited.insert((meta.dev(), meta.ino())) {
+            return self.plan_failure(
+                name,
+                "this directory was already read (a symbolic link loop?): not read again".into(),
+            );
+        }
+        let rd = match std::fs::read_dir(p) {
+            Ok(rd) => rd,
+            Err(e) => return self.plan_failure(name, format!("cannot read: {e}")),
+        };
+        let mut entries: Vec<(std::ffi::OsString, PathBuf, Entry)> = Vec::new();
+        for e in rd {
+            self.entries += 1;
+            if self.entries > MAX_ENTRIES {
+                self.stopped = true;
+                let message = format!(
+                    "the directories searched hold more than {MAX_ENTRIES} entries: not searched \
+                     further (name the directories of the manifests)"
+                );
+                return self.plan_failure(name, message);
+            }
+            let Ok(e) = e else { continue };
+            let path = e.path();
+            let entry = match e.file_type() {
+                // A file of another name: passed by, unread.
+                Ok(ft) if !(ft.is_dir() || ft.is_symlink() || manifest_like(&path)) => continue,
+                Ok(ft) if ft.is_file() => Entry::File(e.metadata().ok()),
+                Ok(ft) if ft.is_dir() => Entry::Dir,
+                Ok(ft) if ft.is_symlink() => Entry::Link,
+                Ok(ft) => Entry::Special(ft),
+                // Unknown: by its path.
+                Err(_) => Entry::File(None),
+            };
+            entries.push((e.file_name(), path, entry));
+        }
+        // By name: the order of their paths (one directory), without comparing the
+        // directory's components again for every pair.
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        for (_, e, entry) in entries {
+            if self.stopped {
+                return;
+            }
+            match entry {
+                Entry::File(Some(meta)) => self.file(&e, false, &meta),
+                Entry::File(None) | Entry::Dir => match std::fs::symlink_metadata(&e) {
+                    Ok(meta) if meta.is_dir() => self.dir(&e, &meta, root),
+                    Ok(meta) if meta.file_type().is_symlink() => self.link(&e, root),
+                    Ok(meta) => self.file(&e, false, &meta),
+                    Err(err) => self.plan_failure(path_name(&e), format!("cannot read: {err}")),
+                },
+                Entry::Link => self.link(&e, root),
+                Entry::Special(ft) => self.special(&e, &ft, false),
+            }
+        }
+    }
+
+    /// Plans what the symbolic link `p` in a directory inside `root` leads to: a file (named
+    /// like a manifest), or a directory inside `root`. A directory elsewhere (`/` from
+    /// `/proc/self/root`, a home directory) is reported, not searched.
+    fn link(&mut self, p: &Path, root: &Path) {
+        let meta = match std::fs::metadata(p) {
+            Ok(m) => m,
+            // A dangling link of another name is passed by like a file of another name.
+            Err(_) if !manifest_like(p) => return,
+            Err(e) => return self.plan_failure(path_name(p), format!("cannot read: {e}")),
+        };
+        if !meta.is_dir() {
+            return self.file(p, false, &meta);
+        }
+        match std::fs::canonicalize(p) {
+            Ok(target) if target.starts_with(root) => self.dir(p, &meta, root),
+            Ok(target) => {
+                let message = format!(
+                    "a symbolic link to {}, a directory outside {}: not followed (name it to \
+                     read it)",
+                    target.display(),
+                    root.display()
+                );
+                self.plan_failure(path_name(p), message)
+            }
+            Err(e) => self.plan_failure(path_name(p), format!("cannot read: {e}")),
+        }
     }
 
     /// Plans the reading of `p`, not a directory, whose metadata (links followed) is `meta`.
@@ -220,26 +303,52 @@ impl Planner {
         if !named && !manifest_like(p) {
             return;
         }
-        let name: Arc<str> = Arc::from(p.display().to_string());
         let ft = meta.file_type();
-        if !named && !ft.is_file() {
-            let message = format!(
-                "not a regular file ({}): name it on the command line to read it",
-                kind_of(&ft)
-            );
-            return self.plan_failure(name, message);
+        if !ft.is_file() {
+            return self.special(p, &ft, named);
         }
         self.plan.push(Step::File {
-            name,
+            name: path_name(p),
             path: p.to_path_buf(),
-            size: ft.is_file().then_some(meta.len()),
-            stamp: ft.is_file().then(|| FileStamp::of(meta)),
+            size: Some(meta.len()),
+            stamp: Some(FileStamp::of(meta)),
         });
+    }
+
+    /// A file that is not a regular one: a FIFO is read when named (process substitution,
+    /// `<(helm template ...)`, hands one), within the same limits; anything else — a device
+    /// (`/dev/zero` reads forever), a socket — is refused by what it is, never opened.
+    fn special(&mut self, p: &Path, ft: &std::fs::FileType, named: bool) {
+        let message = match (ft.is_fifo(), named) {
+            (true, true) => {
+                return self.plan.push(Step::File {
+                    name: path_name(p),
+                    path: p.to_path_buf(),
+                    size: None,
+                    stamp: None,
+                });
+            }
+            (true, false) => format!(
+                "not a regular file ({}): name it on the command line to read it",
+                kind_of(ft)
+            ),
+            (false, _) => format!(
+                "not a regular file ({}): not read (fieldguard reads files, directories, pipes \
+                 and standard input)",
+                kind_of(ft)
+            ),
+        };
+        self.plan_failure(path_name(p), message)
     }
 
     fn plan_failure(&mut self, name: Arc<str>, message: String) {
         self.plan.push(Step::Fail { name, message });
     }
+}
+
+/// A path as messages name it.
+fn path_name(p: &Path) -> Arc<str> {
+    Arc::from(p.display().to_string())
 }
 
 /// A file of a directory that names a manifest (`.yaml`, `.yml`, `.json`).
@@ -264,7 +373,7 @@ pub(super) fn plan(inputs: &[Input]) -> Vec<Step> {
     for input in inputs {
         match input {
             Input::Stdin => r.plan.push(Step::Stdin),
-            Input::Path(p) => r.walk(p, true),
+            Input::Path(p) => r.named(p),
         }
     }
     r.plan

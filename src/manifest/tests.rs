@@ -236,6 +236,59 @@ fn deep_nesting_and_alias_bombs_fail_fast() {
     assert!(e.message.contains("alias"), "{e}");
 }
 
+/// Aliases expand a document to no more than the document limit of whoever reads it: a
+/// request to the service (its own `--max-document-bytes`), a snapshot (its fixed limit, or
+/// `--max-snapshot-bytes` when lower); each refusal located and naming its setting.
+#[test]
+fn aliases_expand_a_document_to_no_more_than_its_limit() {
+    let big = "x".repeat(1 << 20);
+    let text = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a}}\ndata:\n  big: &big {big}\n{}",
+        (0..40)
+            .map(|i| format!("  k{i}: *big\n"))
+            .collect::<String>()
+    );
+    let name: Arc<str> = Arc::from("bomb.yaml");
+    let refused = |limits: Limits| {
+        let mut out = Loaded::new(limits).on_one_thread();
+        parse_into(&name, text.as_bytes(), &mut out);
+        assert!(out.documents.is_empty(), "{:?}", out.documents);
+        assert_eq!(out.errors.len(), 1, "{:?}", out.errors);
+        out.errors[0].to_string()
+    };
+    let request = Limits {
+        document_bytes: 2 << 20,
+        ..Limits::REQUESTS
+    };
+    assert_eq!(
+        refused(request),
+        "bomb.yaml:7: document 1: document expands aliases past 2097152 bytes, more than the limit of 2 MiB (--max-document-bytes)"
+    );
+    // A snapshot's documents may be huge, its aliases may not.
+    assert_eq!(
+        refused(Limits::SNAPSHOT),
+        "bomb.yaml:8: document 1: document expands aliases past 3145728 bytes, more than the 3 MiB aliases may expand a snapshot's document to (exported objects hold no aliases)"
+    );
+    let lowered = Limits {
+        document_bytes: 2 << 20,
+        ..Limits::SNAPSHOT
+    };
+    let e = refused(lowered);
+    assert!(
+        e.starts_with("bomb.yaml:7: document 1: document expands aliases past 2097152 bytes")
+            && e.contains("(--max-snapshot-bytes)"),
+        "{e}"
+    );
+    // Within the limit, the aliases are read.
+    let two = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a}}\ndata:\n  big: &big {big}\n  k0: *big\n"
+    );
+    let mut out = Loaded::new(Limits::SNAPSHOT);
+    parse_into(&name, two.as_bytes(), &mut out);
+    assert!(out.errors.is_empty(), "{:?}", out.errors);
+    assert_eq!(out.documents.len(), 1);
+}
+
 #[test]
 fn non_objects_are_refused() {
     let e = one_error("- a\n- b\n");

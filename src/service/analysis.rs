@@ -132,6 +132,7 @@ fn job(req: pb::PredictRequest) -> Result<Job, Status> {
             &[("field_manager".into(), "must not be empty".into())],
         ));
     }
+    field_manager_accepted(&req.field_manager)?;
     let force = force_of(req.force.as_ref())?;
     let operation = match req.operation.as_str() {
         "" => None,
@@ -165,6 +166,27 @@ fn job(req: pb::PredictRequest) -> Result<Job, Status> {
     })
 }
 
+/// INVALID_ARGUMENT for a field manager kube-apiserver refuses every write of, with the
+/// server's own 422 message.
+#[allow(clippy::result_large_err)]
+pub(super) fn field_manager_accepted(manager: &str) -> Result<(), Status> {
+    match crate::validation::meta::field_manager_refusal(manager) {
+        None => Ok(()),
+        Some(m) => {
+            let m = format!("kube-apiserver refuses every write by this field manager: {m}");
+            Err(error(
+                Code::InvalidArgument,
+                "INVALID_FIELD_MANAGER",
+                &m,
+                &[("field_manager".into(), m.clone())],
+            ))
+        }
+    }
+}
+
+/// The longest manifest name a request may give (a path).
+pub const MAX_MANIFEST_NAME: usize = 4096;
+
 /// The name a manifest is reported under.
 pub(super) fn manifest_name(m: &pb::Manifest) -> &str {
     if m.name.is_empty() {
@@ -183,6 +205,32 @@ pub(super) fn read_manifests(
     deadline: &crate::deadline::Deadline,
     allow_empty: bool,
 ) -> Result<Vec<manifest::Document>, Status> {
+    // A name is echoed in every problem of its manifest: no control characters, bounded.
+    let bad_names: Vec<(String, String)> = manifests
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.name.len() > MAX_MANIFEST_NAME || m.name.chars().any(char::is_control))
+        .map(|(i, m)| {
+            (
+                format!("manifests[{i}].name"),
+                format!(
+                    "{}: a manifest's name is at most {MAX_MANIFEST_NAME} bytes without control characters",
+                    crate::value::gofmt::quote_bounded(&m.name, 64)
+                ),
+            )
+        })
+        .collect();
+    if !bad_names.is_empty() {
+        return Err(error(
+            Code::InvalidArgument,
+            "INVALID_MANIFEST_NAME",
+            &format!(
+                "{} manifest name(s) refused; nothing was predicted",
+                bad_names.len()
+            ),
+            &bad_names,
+        ));
+    }
     let mut loaded = Loaded::new(limits.clone()).until(deadline.clone());
     for m in manifests {
         manifest::parse_into(&Arc::from(manifest_name(m)), &m.content, &mut loaded);
@@ -232,7 +280,9 @@ async fn predict_on(
 /// and back would cost more than the work); larger ones go to the blocking pool.
 const INLINE_BYTES: usize = 16 * 1024;
 
-/// Runs the work inline when it is small, else on the blocking pool (inside the caller's span).
+/// Runs the work inline when it is small, else on the blocking pool (inside the caller's span),
+/// at most [`crate::cores`]` × 2` such jobs at once, the others waiting their turn in the order
+/// they came: the runtime's workers stay free for health checks and small requests.
 async fn offload<T: Send + 'static>(
     small: bool,
     f: impl FnOnce() -> Result<T, Status> + Send + 'static,
@@ -240,10 +290,22 @@ async fn offload<T: Send + 'static>(
     if small {
         return f();
     }
-    let span = tracing::Span::current();
-    tokio::task::spawn_blocking(move || span.in_scope(f))
+    static CPU: std::sync::OnceLock<Arc<tokio::sync::Semaphore>> = std::sync::OnceLock::new();
+    let permit = CPU
+        .get_or_init(|| Arc::new(tokio::sync::Semaphore::new(crate::cores::cores() * 2)))
+        .clone()
+        .acquire_owned()
         .await
-        .map_err(|e| Status::internal(format!("prediction failed: {e}")))?
+        .map_err(|e| Status::internal(format!("prediction failed: {e}")))?;
+    let span = tracing::Span::current();
+    // The permit goes with the work: a request given up on still holds its place until its
+    // work has stopped.
+    tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        span.in_scope(f)
+    })
+    .await
+    .map_err(|e| Status::internal(format!("prediction failed: {e}")))?
 }
 
 #[allow(clippy::result_large_err)]
@@ -280,7 +342,9 @@ async fn predict_until(
         .await
         .map_err(super::live_error)?;
     let d = deadline.clone();
-    offload(small, move || {
+    // The engine never runs inline, however small the request: a custom resource's CEL rules
+    // can cost far more than the manifest's size says.
+    offload(false, move || {
         let opts = Options {
             field_manager: job.field_manager.clone(),
             force: job.force.clone(),
@@ -306,13 +370,50 @@ async fn predict(
 ) -> Result<pb::PredictResponse, Status> {
     let job = Arc::new(job);
     let mut out = Vec::new();
-    for name in &job.clusters {
-        let (name, store) = stores.get(name)?;
+    for (name, store) in clusters_of(stores, &job.clusters)? {
         let report =
             predict_on(job.clone(), store, stores.limits.clone(), deadline.clone()).await?;
         out.push(convert::cluster_prediction(&name, &report));
     }
     Ok(pb::PredictResponse { clusters: out })
+}
+
+/// A cluster by its name.
+type Named = (String, Arc<dyn LiveState>);
+
+/// The clusters a request names, each once, all known — checked before any is predicted:
+/// a request cannot name more clusters than the service has, nor one twice.
+#[allow(clippy::result_large_err)]
+fn clusters_of(stores: &Stores, names: &[String]) -> Result<Vec<Named>, Status> {
+    let served = stores.by_name.len().max(1);
+    if names.len() > served {
+        let m = format!(
+            "clusters names {} clusters; this service has {served}",
+            names.len()
+        );
+        return Err(error(
+            Code::InvalidArgument,
+            "TOO_MANY_CLUSTERS",
+            &m,
+            &[("clusters".into(), m.clone())],
+        ));
+    }
+    let mut out: Vec<Named> = Vec::with_capacity(names.len());
+    for (i, name) in names.iter().enumerate() {
+        let (name, store) = stores.get(name)?;
+        if let Some(first) = out.iter().position(|(n, _)| *n == name) {
+            let m =
+                format!("clusters[{i}] names cluster {name:?} again (as clusters[{first}] did)");
+            return Err(error(
+                Code::InvalidArgument,
+                "DUPLICATE_CLUSTER",
+                &m,
+                &[(format!("clusters[{i}]"), m.clone())],
+            ));
+        }
+        out.push((name, store));
+    }
+    Ok(out)
 }
 
 /// Records a prediction's latency, conflicts and status code.

@@ -147,7 +147,8 @@ impl Stores {
                 Code::NotFound,
                 "UNKNOWN_CLUSTER",
                 &format!(
-                    "no cluster {name:?}; this service knows {}",
+                    "no cluster {}; this service knows {}",
+                    crate::value::gofmt::quote_bounded(name, 128),
                     self.by_name.keys().cloned().collect::<Vec<_>>().join(", ")
                 ),
                 &[],
@@ -156,15 +157,65 @@ impl Stores {
     }
 }
 
+/// The most bytes of field violations one status carries. The details travel in a trailer
+/// (`grpc-status-details-bin`, base64: 4/3 of this), which has to fit, beside the message, the
+/// header-list limit of the clients' HTTP/2 stacks (hyper's, tonic's client: 16 KiB).
+pub const DETAILS_BUDGET: usize = 8 * 1024;
+/// The longest violation description or message kept whole (longer ones end in `…`).
+pub const DESCRIPTION_BYTES: usize = 1024;
+
 /// A status with `ErrorInfo` (domain `fieldguard.dev`) and, when there are located problems,
-/// a `BadRequest` with one field violation each.
+/// a `BadRequest` with one field violation each — as many as fit [`DETAILS_BUDGET`]; the
+/// rest are counted in a last violation, and ErrorInfo's metadata says `problems` (all of
+/// them) and `listed`.
 pub fn error(code: Code, reason: &str, message: &str, violations: &[(String, String)]) -> Status {
     let mut d = ErrorDetails::new();
-    d.set_error_info(reason, "fieldguard.dev", std::collections::HashMap::new());
+    let mut used = 0usize;
+    let mut listed = 0usize;
+    // Room kept for the summary violation.
+    let budget = DETAILS_BUDGET - 256;
     for (field, description) in violations {
-        d.add_bad_request_violation(field.clone(), description.clone());
+        let field = clipped(field, 256);
+        let description = clipped(description, DESCRIPTION_BYTES);
+        // A violation's encoding: two length-prefixed strings in a length-prefixed message.
+        let cost = field.len() + description.len() + 12;
+        if used + cost > budget {
+            break;
+        }
+        used += cost;
+        listed += 1;
+        d.add_bad_request_violation(field, description);
     }
-    Status::with_error_details(code, message, d)
+    let mut info = std::collections::HashMap::new();
+    if !violations.is_empty() {
+        info.insert("problems".to_string(), violations.len().to_string());
+        info.insert("listed".to_string(), listed.to_string());
+    }
+    if listed < violations.len() {
+        d.add_bad_request_violation(
+            "",
+            format!(
+                "{} more problem(s) not listed here (an error's details are limited to {} KiB); \
+                 `fieldguard check` on the same files lists every one",
+                violations.len() - listed,
+                DETAILS_BUDGET / 1024
+            ),
+        );
+    }
+    d.set_error_info(reason, "fieldguard.dev", info);
+    Status::with_error_details(code, clipped(message, DESCRIPTION_BYTES), d)
+}
+
+/// `s`, cut at a character boundary to at most `max` bytes (then ending in `…`).
+fn clipped(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut at = max - '…'.len_utf8();
+    while !s.is_char_boundary(at) {
+        at -= 1;
+    }
+    format!("{}…", &s[..at])
 }
 
 /// UNAVAILABLE for objects whose live state cannot be read now (`(object, why)`): the
@@ -363,4 +414,66 @@ pub async fn serve_on(
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tonic_types::StatusExt;
+
+    #[test]
+    fn many_violations_fit_the_trailer_and_are_counted() {
+        let violations: Vec<(String, String)> = (0..5000)
+            .map(|i| {
+                (
+                    format!("manifests[{i}]"),
+                    format!("doc {i}: {}", "x".repeat(200)),
+                )
+            })
+            .collect();
+        let s = error(
+            Code::InvalidArgument,
+            "INVALID_MANIFEST",
+            "5000 problems",
+            &violations,
+        );
+        let d = s.get_error_details();
+        let br = d.bad_request().unwrap();
+        let listed = br.field_violations.len() - 1;
+        assert!(listed > 10 && listed < 100, "{listed}");
+        let last = br.field_violations.last().unwrap();
+        assert!(
+            last.description
+                .starts_with(&format!("{} more problem(s) not listed", 5000 - listed)),
+            "{}",
+            last.description
+        );
+        let info = d.error_info().unwrap();
+        assert_eq!(info.metadata["problems"], "5000");
+        assert_eq!(info.metadata["listed"], listed.to_string());
+        assert!(
+            s.details().len() <= DETAILS_BUDGET + 512,
+            "{}",
+            s.details().len()
+        );
+    }
+
+    #[test]
+    fn few_violations_are_all_listed_and_long_ones_clipped() {
+        let long = "é".repeat(2000);
+        let s = error(
+            Code::InvalidArgument,
+            "R",
+            &long,
+            &[("a".into(), "one".into()), ("b".into(), long.clone())],
+        );
+        let d = s.get_error_details();
+        let br = d.bad_request().unwrap();
+        assert_eq!(br.field_violations.len(), 2);
+        assert_eq!(br.field_violations[0].description, "one");
+        let clipped = &br.field_violations[1].description;
+        assert!(clipped.len() <= DESCRIPTION_BYTES && clipped.ends_with('…'));
+        assert!(s.message().len() <= DESCRIPTION_BYTES);
+        assert_eq!(d.error_info().unwrap().metadata["listed"], "2");
+    }
 }

@@ -163,6 +163,7 @@ impl Releases for ReleasesService {
             )
             .await?;
         let mut req = request.into_inner();
+        super::analysis::field_manager_accepted(&req.field_manager)?;
         let force = super::analysis::force_of(req.force.as_ref())?;
         // Parsing is work for the blocking pool, within the service's limits.
         let names: Vec<String> = req
@@ -248,6 +249,7 @@ impl Releases for ReleasesService {
             )
             .await?;
         let req = request.into_inner();
+        super::analysis::field_manager_accepted(&req.field_manager)?;
         let un = UninstallRequest {
             release: req.release.clone(),
             namespace: req.namespace.clone(),

@@ -13,8 +13,10 @@
 //! evaluate — Kubernetes' own CEL libraries (`isURL`, `quantity`, `ip`, ...), optional types
 //! (`optionalOldSelf`), anything that fails to compile or evaluate otherwise — is reported as
 //! not evaluated, never guessed; a missing field is the server's `no such key` error.
+//! A rule (or `messageExpression`) whose cost bound, computed before it runs (`cel_cost`),
+//! could pass the apiserver's per-expression limit or the object's budget is not evaluated.
 
-use super::FieldError;
+use super::{FieldError, cel_cost};
 use crate::value::gofmt::{format_float_v, quote};
 use crate::value::{Map, Value};
 use std::collections::HashMap;
@@ -95,6 +97,7 @@ pub fn evaluate(new: &Value, old: Option<&Value>, schema: &super::Structural) ->
     let mut w = Walk {
         out: Outcome::default(),
         programs: HashMap::new(),
+        spent: 0,
     };
     let root = |v: &Value| -> Value {
         let Some(m) = v.as_map() else {
@@ -125,6 +128,9 @@ struct Walk {
     out: Outcome,
     /// Compiled rules and message expressions, by their text.
     programs: HashMap<String, Option<Arc<cel::Program>>>,
+    /// The bounds of the costs of the expressions evaluated so far (the apiserver's
+    /// `RuntimeCELCostBudget` is per object).
+    spent: u64,
 }
 
 /// A value as CEL sees it.
@@ -176,6 +182,35 @@ impl Walk {
         if !self.out.not_evaluated.contains(&n) {
             self.out.not_evaluated.push(n);
         }
+    }
+
+    /// Why `program` is not to be run on data of sizes `data`, if it is not: its cost is
+    /// bounded first (the evaluator can be neither metered nor interrupted); otherwise its
+    /// bound is charged to the object's budget.
+    fn unaffordable(&mut self, program: &cel::Program, data: cel_cost::Data) -> Option<String> {
+        let b = cel_cost::bound(program.expression(), data);
+        if b.cost > cel_cost::PER_CALL_LIMIT {
+            return Some(format!(
+                "its cost could pass the apiserver's per-rule limit of {} (estimated up to {}): not evaluated here",
+                cel_cost::PER_CALL_LIMIT,
+                b.cost
+            ));
+        }
+        if b.collection > cel_cost::MAX_COLLECTION {
+            return Some(format!(
+                "it could build a collection of up to {} elements (more than {}): not evaluated here",
+                b.collection,
+                cel_cost::MAX_COLLECTION
+            ));
+        }
+        if self.spent.saturating_add(b.cost) > cel_cost::RUNTIME_BUDGET {
+            return Some(format!(
+                "the object's rules could pass the apiserver's per-object cost budget of {}: not evaluated here",
+                cel_cost::RUNTIME_BUDGET
+            ));
+        }
+        self.spent = self.spent.saturating_add(b.cost);
+        None
     }
 
     fn node(
@@ -231,6 +266,7 @@ impl Walk {
         let ty = s.ty.clone().unwrap_or_default();
         let this = to_cel(v);
         let previous = old.map(to_cel);
+        let data = cel_cost::Data::of(&[Some(v), old].into_iter().flatten().collect::<Vec<_>>());
         for rule in &s.rules {
             if rule.rule.trim().is_empty() {
                 continue;
@@ -247,6 +283,10 @@ impl Walk {
                 self.skipped(path, rule, "does not compile here");
                 continue;
             };
+            if let Some(why) = self.unaffordable(&program, data) {
+                self.skipped(path, rule, &why);
+                continue;
+            }
             let mut ctx = cel::Context::default();
             ctx.add_variable_from_value("self", this.clone());
             if let Some(p) = &previous {
@@ -302,12 +342,12 @@ impl Walk {
             if !transition && old.is_some_and(|o| crate::value::equals(o, v)) {
                 continue;
             }
-            let detail =
-                self.message_expression(rule, &ctx)
-                    .unwrap_or_else(|| match rule.message.trim() {
-                        "" => format!("failed rule: {}", rule.error_string()),
-                        m => m.to_string(),
-                    });
+            let detail = self
+                .message_expression(rule, &ctx, path, data)
+                .unwrap_or_else(|| match rule.message.trim() {
+                    "" => format!("failed rule: {}", rule.error_string()),
+                    m => m.to_string(),
+                });
             let value = if ty == "object" || ty == "array" {
                 None
             } else {
@@ -320,11 +360,28 @@ impl Walk {
     }
 
     /// The message a rule's `messageExpression` gives, when it gives one the server accepts.
-    fn message_expression(&mut self, rule: &Rule, ctx: &cel::Context) -> Option<String> {
+    fn message_expression(
+        &mut self,
+        rule: &Rule,
+        ctx: &cel::Context,
+        path: &str,
+        data: cel_cost::Data,
+    ) -> Option<String> {
         if rule.message_expression.trim().is_empty() {
             return None;
         }
         let program = self.program(&rule.message_expression)?;
+        if let Some(why) = self.unaffordable(&program, data) {
+            let at = if path.is_empty() { "<root>" } else { path };
+            let n = format!(
+                "{at}: messageExpression {:?} not evaluated ({why}); the rule's other message is shown",
+                rule.message_expression.trim()
+            );
+            if !self.out.not_evaluated.contains(&n) {
+                self.out.not_evaluated.push(n);
+            }
+            return None;
+        }
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| program.execute(ctx)));
         match run.ok()? {
             Ok(cel::Value::String(s)) => {
@@ -444,6 +501,110 @@ mod tests {
         assert!(o.errors.is_empty());
         assert!(
             o.not_evaluated[0].starts_with("spec.mode: rule \"isURL(self)\" not evaluated"),
+            "{:?}",
+            o.not_evaluated
+        );
+    }
+
+    /// A schema whose `spec` carries `rules` and has `items` (objects with a `name`),
+    /// `replicas` and `x`; and an object whose `spec` is `spec` (YAML).
+    fn spec_schema(rules: &[&str]) -> Structural {
+        let rules: Vec<String> = rules.iter().map(|r| format!("{{rule: {r:?}}}")).collect();
+        let s = format!(
+            "{{type: object, properties: {{spec: {{type: object, x-kubernetes-validations: [{}], properties: {{items: {{type: array, items: {{type: object, properties: {{name: {{type: string}}, n: {{type: integer}}}}}}}}, ints: {{type: array, items: {{type: integer}}}}, replicas: {{type: integer}}, x: {{type: string}}}}}}}}}}",
+            rules.join(", ")
+        );
+        Structural::from_value(&parse_one(&s).unwrap(), None)
+    }
+
+    fn spec_obj(spec: &str) -> Value {
+        parse_one(&format!(
+            "{{apiVersion: a/v1, kind: K, metadata: {{name: n}}, spec: {spec}}}"
+        ))
+        .unwrap()
+    }
+
+    fn ints(n: usize) -> String {
+        let v: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+        format!("[{}]", v.join(", "))
+    }
+
+    #[test]
+    fn rules_that_could_cost_too_much_are_not_evaluated() {
+        // Nested `all()` over 1,000 items: ~10^9 steps if it ran.
+        let s =
+            spec_schema(&["self.ints.all(a, self.ints.all(b, self.ints.all(c, a + b + c >= 0)))"]);
+        let o = evaluate(&spec_obj(&format!("{{ints: {}}}", ints(1000))), None, &s);
+        assert!(o.errors.is_empty(), "{:?}", o.errors);
+        assert_eq!(o.not_evaluated.len(), 1, "{:?}", o.not_evaluated);
+        assert!(
+            o.not_evaluated[0].starts_with("spec: rule \"self.ints.all(a,")
+                && o.not_evaluated[0].contains(
+                    "its cost could pass the apiserver's per-rule limit of 1000000 (estimated up to "
+                ),
+            "{:?}",
+            o.not_evaluated
+        );
+        // A map of maps: N² elements built.
+        let s = spec_schema(&["self.ints.map(a, self.ints.map(b, a + b)).size() > 0"]);
+        let o = evaluate(&spec_obj(&format!("{{ints: {}}}", ints(3000))), None, &s);
+        assert!(o.errors.is_empty(), "{:?}", o.errors);
+        assert_eq!(o.not_evaluated.len(), 1, "{:?}", o.not_evaluated);
+        assert!(
+            o.not_evaluated[0].contains("not evaluated here"),
+            "{:?}",
+            o.not_evaluated
+        );
+    }
+
+    #[test]
+    fn ordinary_rules_are_still_evaluated() {
+        let s = spec_schema(&[
+            "self.replicas <= 10",
+            "self.items.all(i, i.name != '')",
+            "self.x.matches('^[a-z]+$')",
+        ]);
+        let items = |last: &str| {
+            let mut v: Vec<String> = (0..99).map(|i| format!("{{name: n{i}}}")).collect();
+            v.push(format!("{{name: {last:?}}}"));
+            format!("[{}]", v.join(", "))
+        };
+        let good = spec_obj(&format!("{{replicas: 3, x: abc, items: {}}}", items("z")));
+        let o = evaluate(&good, None, &s);
+        assert!(o.errors.is_empty(), "{:?}", o.errors);
+        assert!(o.not_evaluated.is_empty(), "{:?}", o.not_evaluated);
+        let bad = spec_obj(&format!("{{replicas: 11, x: ABC, items: {}}}", items("")));
+        let o = evaluate(&bad, None, &s);
+        assert!(o.not_evaluated.is_empty(), "{:?}", o.not_evaluated);
+        let got: Vec<String> = o.errors.iter().map(|e| e.to_string()).collect();
+        assert_eq!(
+            got,
+            [
+                "spec: Invalid value: failed rule: self.replicas <= 10",
+                "spec: Invalid value: failed rule: self.items.all(i, i.name != '')",
+                "spec: Invalid value: failed rule: self.x.matches('^[a-z]+$')",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_objects_budget_is_shared_by_its_rules() {
+        let items: Vec<String> = (0..20_000).map(|_| "{name: x}".to_string()).collect();
+        let spec = format!("{{items: [{}]}}", items.join(", "));
+        let rule = |k: usize| format!("self.items.all(i, i.name != 'k{k:03}')");
+        let program = cel::Program::compile(&rule(0)).unwrap();
+        let v = parse_one(&spec).unwrap();
+        let cost = cel_cost::bound(program.expression(), cel_cost::Data::of(&[&v])).cost;
+        assert!(cost > 100_000 && cost <= cel_cost::PER_CALL_LIMIT, "{cost}");
+        let fit = (cel_cost::RUNTIME_BUDGET / cost) as usize;
+        let rules: Vec<String> = (0..fit + 3).map(rule).collect();
+        let rules: Vec<&str> = rules.iter().map(String::as_str).collect();
+        let o = evaluate(&spec_obj(&spec), None, &spec_schema(&rules));
+        assert!(o.errors.is_empty(), "{:?}", o.errors);
+        assert_eq!(o.not_evaluated.len(), 3, "{:?}", o.not_evaluated);
+        assert!(
+            o.not_evaluated[0].starts_with(&format!("spec: rule {:?} not evaluated", rule(fit)))
+                && o.not_evaluated[0].contains("per-object cost budget of 10000000"),
             "{:?}",
             o.not_evaluated
         );

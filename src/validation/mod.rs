@@ -15,6 +15,7 @@
 //! fieldguard lists them in field order.
 
 mod cel;
+mod cel_cost;
 pub mod defaults;
 pub mod immutable;
 pub mod meta;

@@ -147,6 +147,15 @@ pub fn is_go_printable(c: char) -> bool {
     )
 }
 
+/// [`quote`] of at most the first `max_chars` characters of a name a caller sent (to echo it
+/// in an error): past that, `…` and the whole length in bytes follow the closing quote.
+pub fn quote_bounded(s: &str, max_chars: usize) -> String {
+    match s.char_indices().nth(max_chars) {
+        None => quote(s),
+        Some((at, _)) => format!("{}… ({} bytes)", quote(&s[..at]), s.len()),
+    }
+}
+
 /// Go's `%q` (`strconv.Quote`).
 pub fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);

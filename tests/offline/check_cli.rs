@@ -705,27 +705,42 @@ fn a_fieldguard_service_gives_the_same_answer() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let local = json_of(&example(&["-o", "json"]));
     assert_eq!(comparable(remote), comparable(local));
-    // Bad input is located by the service, exit 2.
+    // Bad input is located (by the command itself, before it asks), exit 2.
     let dir = tempdir("remote-bad");
+    let check_dir = || {
+        fieldguard(&[
+            "check",
+            "--server",
+            &addr,
+            "--field-manager",
+            "helm",
+            dir.to_str().unwrap(),
+        ])
+    };
     std::fs::write(
         dir.join("a.yaml"),
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  name: b\n",
     )
     .unwrap();
-    let o = fieldguard(&[
-        "check",
-        "--server",
-        &addr,
-        "--field-manager",
-        "helm",
-        dir.to_str().unwrap(),
-    ]);
+    let o = check_dir();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("a.yaml:5: document 1"),
         "{}",
         stderr(&o)
     );
+    // Hundreds of problems: exit 2 with located lines, never a transport error (the service's
+    // details are bounded to fit a trailer; the files' own problems are listed from here).
+    let many: String = (0..300)
+        .map(|i| format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: Bad_{i}}}\n"))
+        .collect();
+    std::fs::write(dir.join("a.yaml"), many).unwrap();
+    let o = check_dir();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("a.yaml:4: document 1"), "{err}");
+    assert!(!err.contains("protocol"), "{err}");
+    assert!(err.lines().count() >= 20, "{err}");
     grpcurl_calls_the_service(&addr);
     drop(server);
     // Nobody listening: exit 3.
@@ -1075,4 +1090,35 @@ fn immutable_field_changes_are_refused_and_look_alikes_are_not() {
         role_ref["locations"][0]["physicalLocation"]["region"]["startLine"],
         160
     );
+}
+
+/// A field manager kube-apiserver refuses every write of: exit 2 with the server's 422 (the
+/// wording checked against kube-apiserver 1.36.5), nothing predicted.
+#[test]
+fn a_field_manager_the_apiserver_refuses_is_refused_first() {
+    let long = "m".repeat(129);
+    for (manager, expected) in [
+        (
+            "ab\tc",
+            r#"PatchOptions.meta.k8s.io "" is invalid: fieldManager: Invalid value: "ab\tc": invalid character U+0009 (at position 2)"#.to_string(),
+        ),
+        (
+            long.as_str(),
+            r#"PatchOptions.meta.k8s.io "" is invalid: fieldManager: Too long: may not be more than 128 bytes"#.to_string(),
+        ),
+    ] {
+        let o = fieldguard(&[
+            "check",
+            "--snapshot",
+            "examples/cluster",
+            "-n",
+            "shop",
+            "--field-manager",
+            manager,
+            "examples/release",
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains(&expected), "{}", stderr(&o));
+        assert!(o.stdout.is_empty());
+    }
 }

@@ -299,11 +299,11 @@ fn loops_fifos_and_devices_cost_a_refusal_not_the_machine() {
         "{}",
         err(&o)
     );
-    // /dev/zero, named: read up to the limit, then refused.
-    let o = check(&[Path::new("/dev/zero")], &["--max-file-bytes", "1Mi"]);
+    // /dev/zero, named: refused by what it is, never read.
+    let o = check(&[Path::new("/dev/zero")], &[]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        err(&o).contains("/dev/zero: more than the limit of 1 MiB"),
+        err(&o).contains("/dev/zero: not a regular file (a character device): not read"),
         "{}",
         err(&o)
     );
@@ -324,6 +324,217 @@ fn loops_fifos_and_devices_cost_a_refusal_not_the_machine() {
         ),
         "{}",
         err(&o)
+    );
+}
+
+/// `check` of the bundled release against the snapshot `snapshot`, with `extra` arguments.
+fn check_against(snapshot: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "check",
+        "--snapshot",
+        snapshot.to_str().unwrap(),
+        "-n",
+        "shop",
+        "--field-manager",
+        "helm",
+    ];
+    args.extend_from_slice(extra);
+    args.push("examples/release");
+    run(&args, None)
+}
+
+/// Before: `--snapshot /dev/zero` buffered 2 GiB before its refusal, and `--snapshot
+/// /proc/self` followed `root` across the whole file system. Devices are refused by what they
+/// are (named or in a directory), FIFOs in a directory are reported, and a search follows no
+/// link to a directory outside the directory named.
+#[test]
+fn snapshots_of_devices_fifos_and_links_out_are_refused_by_what_they_are() {
+    let o = check_against(Path::new("/dev/zero"), &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(
+        err(&o).contains("/dev/zero: not a regular file (a character device): not read"),
+        "{}",
+        err(&o)
+    );
+    let dir = tempdir("snapshot-special");
+    let fifo = std::ffi::CString::new(dir.join("pipe.yaml").to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    std::os::unix::fs::symlink("/dev/zero", dir.join("zero.yaml")).unwrap();
+    std::os::unix::fs::symlink("/", dir.join("root")).unwrap();
+    std::os::unix::fs::symlink(&dir, dir.join("loop")).unwrap();
+    let o = check_against(&dir, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    let e = err(&o);
+    for said in [
+        "pipe.yaml: not a regular file (a FIFO): name it on the command line to read it",
+        "zero.yaml: not a regular file (a character device): not read",
+        "root: a symbolic link to /, a directory outside ",
+        "loop: this directory was already read (a symbolic link loop?)",
+    ] {
+        assert!(e.contains(said), "{said:?} not in:\n{e}");
+    }
+    // /proc/self: its links out (`root`, `cwd`) are reported, not searched.
+    let o = check_against(Path::new("/proc/self"), &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(
+        err(&o).contains("/root: a symbolic link to /, a directory outside /proc/"),
+        "{}",
+        err(&o)
+    );
+    // A snapshot's refusals over its size name its own setting.
+    for (limit, said) in [
+        ("1Ki", "more than the limit of 1 KiB (--max-snapshot-bytes)"),
+        (
+            "50Ki",
+            "the inputs together are more than the limit of 50 KiB (--max-snapshot-bytes)",
+        ),
+    ] {
+        let o = check_against(
+            Path::new("examples/cluster"),
+            &["--max-snapshot-bytes", limit],
+        );
+        assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+        assert!(err(&o).contains(said), "{said:?} not in:\n{}", err(&o));
+        assert!(!err(&o).contains("--max-file-bytes"), "{}", err(&o));
+        assert!(!err(&o).contains("--max-input-bytes"), "{}", err(&o));
+    }
+    // Manifests too: a link out of a directory of manifests is not followed.
+    let o = check(&[&dir], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(
+        err(&o).contains("root: a symbolic link to /, a directory outside "),
+        "{}",
+        err(&o)
+    );
+}
+
+/// A ConfigMap of one 1 MiB value behind an anchor and 2,000 aliases of it: a file of 1 MiB
+/// that expands to 2 GB. Before: `check` reached 4.3 GB.
+fn alias_bomb(dir: &Path) -> PathBuf {
+    let mut text = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bomb\n  namespace: shop\ndata:\n  big: &big \"{}\"\n",
+        "x".repeat(1 << 20)
+    );
+    for i in 0..2000 {
+        text.push_str(&format!("  k{i}: *big\n"));
+    }
+    write(dir, "bomb.yaml", &text)
+}
+
+/// Aliases expand a document to no more than a document's limit: refused at the alias that
+/// passes it, located, naming the limit's setting — in manifests (`--max-document-bytes`),
+/// in a snapshot and in `blame`'s file (a snapshot's: 3 MiB, exported objects hold no aliases).
+#[test]
+fn aliases_expand_no_document_past_its_limit() {
+    let dir = tempdir("alias-bytes");
+    let bomb = alias_bomb(&dir);
+    let o = check(&[&bomb], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(
+        err(&o).contains(
+            "bomb.yaml:10: document 1: document expands aliases past 3145728 bytes, more than the limit of 3 MiB (--max-document-bytes)"
+        ),
+        "{}",
+        err(&o)
+    );
+    let lowered =
+        "past 3145728 bytes, more than the 3 MiB aliases may expand a snapshot's document to";
+    let o = check_against(&dir, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(
+        err(&o).contains("bomb.yaml:10: document 1: document expands aliases")
+            && err(&o).contains(lowered),
+        "{}",
+        err(&o)
+    );
+    let o = run(&["blame", bomb.to_str().unwrap()], None);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(
+        err(&o).contains("bomb.yaml:10: document 1") && err(&o).contains(lowered),
+        "{}",
+        err(&o)
+    );
+}
+
+/// Before: an apiserver answering one GET with an endless body took `check --kubeconfig` to
+/// 3.7 GB. Every answer is read as it arrives, up to what its request can return (one object
+/// here), then refused naming the path and the bound: exit 3, the cluster's fault.
+#[test]
+fn an_endless_answer_from_the_apiserver_is_refused_at_its_bound() {
+    let server = support::example_cluster();
+    server.state.lock().unwrap().endless_gets_of = Some("/deployments/checkout".into());
+    let dir = tempdir("endless");
+    let kc = server.kubeconfig(&dir, "shop");
+    let o = run(
+        &[
+            "check",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+            "--context",
+            "fake",
+            "--field-manager",
+            "helm",
+            "examples/release",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+    assert!(
+        err(&o).contains(
+            "GET /apis/apps/v1/namespaces/shop/deployments/checkout: the answer passed 16 MiB, the most one object can be: not read further"
+        ),
+        "{}",
+        err(&o)
+    );
+    assert!(!err(&o).contains("not-a-real-token"), "{}", err(&o));
+}
+
+/// The same through the API: a GET of one object, and a watch whose one line never ends (the
+/// stream ends with the error at the bound).
+#[tokio::test]
+async fn the_apis_answers_and_watch_lines_are_bounded() {
+    use futures::{AsyncBufReadExt, StreamExt};
+    let server = support::example_cluster();
+    server.state.lock().unwrap().endless_gets_of = Some("/configmaps".into());
+    let api = server.api("shop").await;
+    let e = api
+        .get_json("/api/v1/namespaces/shop/configmaps")
+        .await
+        .unwrap_err();
+    assert!(
+        e.message.contains(
+            "GET /api/v1/namespaces/shop/configmaps: the answer passed 48 MiB, the most an answer fieldguard parses can be"
+        ),
+        "{e}"
+    );
+    server.state.lock().unwrap().endless_gets_of = Some("/configmaps/endless".into());
+    let e = api
+        .get_text(
+            "/api/v1/namespaces/shop/configmaps/endless",
+            "application/json",
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        e.message
+            .contains("configmaps/endless: the answer passed 16 MiB, the most one object can be"),
+        "{e}"
+    );
+    server.state.lock().unwrap().endless_gets_of = Some("/configmaps".into());
+    let watch = api
+        .stream(
+            "/api/v1/namespaces/shop/configmaps?watch=1&resourceVersion=0",
+            "application/json",
+        )
+        .await
+        .unwrap();
+    let e = watch.lines().next().await.unwrap().unwrap_err();
+    assert!(
+        e.to_string().contains(
+            "GET /api/v1/namespaces/shop/configmaps: a line of the answer passed 16.1 MiB, the most one event can be"
+        ),
+        "{e}"
     );
 }
 

@@ -469,6 +469,119 @@ async fn invalid_requests_carry_located_bad_request_details() {
 /// The server enforces the caller's `grpc-timeout` (sent as a header only, so no client-side
 /// timer is involved): the work provably outlasts the deadline, because the apiserver's
 /// answer it needs is held back until the test has its error.
+/// Requests whose size would set the work: refused, located, before any of it is done.
+#[tokio::test]
+async fn hostile_request_dimensions_are_refused_before_the_work() {
+    let mut stores = Stores::single("example", store());
+    let second = stores.by_name["example"].clone();
+    stores.by_name.insert("copy".into(), second);
+    let s = start_with(stores).await;
+    let mut a = AnalysisClient::new(s.channel.clone());
+    let reason = |e: &tonic::Status| e.get_error_details().error_info().unwrap().reason.clone();
+
+    // 60,000 force patterns (each would be a compiled regex).
+    let mut r = request();
+    r.force = Some(pb::ForcePolicy {
+        mode: pb::ForceMode::Selective as i32,
+        against: (0..60_000).map(|i| format!("m{i}")).collect(),
+    });
+    let e = a.predict_conflicts(r).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert_eq!(reason(&e), "INVALID_FORCE_POLICY");
+    assert!(
+        e.message()
+            .contains("60000 patterns, more than the 64 allowed"),
+        "{}",
+        e.message()
+    );
+
+    // A million clusters (each a whole prediction), and one named twice.
+    let mut r = request();
+    r.clusters = vec![String::new(); 1_000_000];
+    let e = a.predict_conflicts(r).await.unwrap_err();
+    assert_eq!(reason(&e), "TOO_MANY_CLUSTERS");
+    assert_eq!(
+        e.message(),
+        "clusters names 1000000 clusters; this service has 2"
+    );
+    let mut r = request();
+    r.clusters = vec!["copy".into(), "copy".into()];
+    let e = a.predict_conflicts(r).await.unwrap_err();
+    assert_eq!(reason(&e), "DUPLICATE_CLUSTER");
+    assert_eq!(
+        e.get_error_details()
+            .bad_request()
+            .unwrap()
+            .field_violations[0]
+            .field,
+        "clusters[1]"
+    );
+    let mut r = request();
+    r.clusters = vec!["copy".into(), "example".into()];
+    assert_eq!(
+        a.predict_conflicts(r)
+            .await
+            .unwrap()
+            .into_inner()
+            .clusters
+            .len(),
+        2
+    );
+
+    // An unknown cluster's name is echoed quoted and bounded.
+    let mut r = request();
+    r.cluster = format!("\x1b[31m{}", "n".repeat(10_000));
+    let e = a.predict_conflicts(r).await.unwrap_err();
+    assert_eq!(reason(&e), "UNKNOWN_CLUSTER");
+    assert!(
+        e.message().starts_with("no cluster \"\\x1b[31mnnn"),
+        "{}",
+        e.message()
+    );
+    assert!(e.message().len() < 400, "{}", e.message().len());
+
+    // A manifest name with control characters is refused, not echoed raw.
+    let mut r = request();
+    r.manifests[0].name = "evil\x1b]0;x\x07\nname.yaml".into();
+    let e = a.predict_conflicts(r).await.unwrap_err();
+    assert_eq!(reason(&e), "INVALID_MANIFEST_NAME");
+    let details = e.get_error_details();
+    let v = &details.bad_request().unwrap().field_violations[0];
+    assert_eq!(v.field, "manifests[0].name");
+    assert!(
+        !v.description.contains('\x1b') && !v.description.contains('\n'),
+        "{v:?}"
+    );
+
+    // Problems past what fits a trailer: counted, the answer still arrives (not a transport
+    // error), and the CLI lists them all locally.
+    let mut text = String::new();
+    for i in 0..2_000 {
+        text.push_str(&format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: \"Bad_{i}\"}}\n"
+        ));
+    }
+    let mut r = request();
+    r.manifests = vec![pb::Manifest {
+        name: "bad.yaml".into(),
+        content: text.into_bytes(),
+    }];
+    let e = a.predict_conflicts(r).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    let d = e.get_error_details();
+    let info = d.error_info().unwrap();
+    let listed: usize = info.metadata["listed"].parse().unwrap();
+    let problems: usize = info.metadata["problems"].parse().unwrap();
+    assert!(listed < problems, "{listed} of {problems}");
+    let last = d.bad_request().unwrap().field_violations.last().unwrap();
+    assert!(
+        last.description
+            .starts_with(&format!("{} more problem(s) not listed", problems - listed)),
+        "{last:?}"
+    );
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deadline_shorter_than_the_work_ends_the_request() {
     let prod = support::example_cluster();

@@ -167,6 +167,10 @@ pub struct State {
     /// GETs of single objects (not lists, not watches) whose path ends with this are answered
     /// 500 (a fault injected on the read path).
     pub fail_gets_of: Option<String>,
+    /// GETs (watches too) whose path ends with this are answered 200 with a body that never
+    /// ends (a broken or hostile server, or a proxy in front of one): a client must stop
+    /// reading at its bound.
+    pub endless_gets_of: Option<String>,
     /// Container logs served at `pods/NAME/log?container=C`: (namespace, pod, container).
     pub logs: BTreeMap<(String, String, String), String>,
     events: Vec<Event>,
@@ -432,6 +436,19 @@ pub fn reply(code: StatusCode, body: Value) -> Response<Body> {
         .unwrap()
 }
 
+/// 200, and a JSON object whose one string never ends (written as fast as it is read).
+fn endless() -> Response<Body> {
+    let head = Bytes::from_static(br#"{"apiVersion":"v1","kind":"ConfigMap","data":{"k":""#);
+    let chunk = Bytes::from(vec![b'x'; 64 * 1024]);
+    let body = tokio_stream::iter(std::iter::once(head).chain(std::iter::repeat(chunk)))
+        .map(|b| Ok::<_, std::convert::Infallible>(Frame::data(b)));
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "application/json")
+        .body(BodyExt::boxed(StreamBody::new(body)))
+        .unwrap()
+}
+
 pub fn status(code: u16, reason: &str, message: String) -> Response<Body> {
     reply(
         StatusCode::from_u16(code).unwrap(),
@@ -506,6 +523,12 @@ async fn handle(st: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Body
         )
     {
         return denied;
+    }
+    if method == hyper::Method::GET
+        && let Some(suffix) = &s.endless_gets_of
+        && path.ends_with(suffix.as_str())
+    {
+        return endless();
     }
     if method == hyper::Method::GET
         && let Some(suffix) = &s.fail_gets_of

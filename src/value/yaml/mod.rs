@@ -1,7 +1,8 @@
 //! YAML in, the way Kubernetes reads it (`sigs.k8s.io/yaml`: YAML 1.1 scalars via go-yaml v2,
 //! then JSON): `yes`/`on` are booleans, `012` is octal, integral floats become integers, non-string
 //! keys become strings. Every node keeps its line so errors and reports can point into the file.
-//! Hostile input is bounded: nesting depth, alias expansion and document size.
+//! Hostile input is bounded: nesting depth, alias expansion (in nodes and in bytes) and document
+//! size.
 
 mod block;
 mod scalars;
@@ -21,6 +22,13 @@ pub struct YamlOptions {
     pub max_depth: usize,
     /// Maximum number of nodes materialised through aliases, per document.
     pub max_alias_nodes: usize,
+    /// Maximum bytes materialised through aliases, per document: for each alias, the bytes of
+    /// the aliased node's scalars (keys too) and [`ALIAS_NODE_BYTES`] a node. Callers set the
+    /// document limit they enforce on text: an expansion past it is a document that large.
+    pub max_alias_bytes: u64,
+    /// How a refusal over `max_alias_bytes` names that limit and the setting that raises it
+    /// (`more than the limit of 3 MiB (--max-document-bytes)`).
+    pub alias_bytes_limit: std::sync::Arc<str>,
     /// Stop when this passes (the error says so).
     pub deadline: crate::deadline::Deadline,
 }
@@ -31,10 +39,16 @@ impl Default for YamlOptions {
             reject_duplicate_keys: true,
             max_depth: 128,
             max_alias_nodes: 100_000,
+            max_alias_bytes: super::MAX_DOCUMENT_BYTES as u64,
+            alias_bytes_limit: std::sync::Arc::from("more than the limit of 3 MiB a document"),
             deadline: crate::deadline::Deadline::default(),
         }
     }
 }
+
+/// What a node of an alias's expansion weighs beyond its scalar's bytes: its share of the
+/// printed form (quotes, separators, indentation), so that aliases of many empty nodes count.
+pub const ALIAS_NODE_BYTES: u64 = 16;
 
 /// Where each node of a document starts (1-based lines), parallel to the [`Value`] tree.
 #[derive(Clone, Debug, PartialEq)]
@@ -69,13 +83,6 @@ impl Lines {
             Lines::Scalar(l) | Lines::List(l, _) | Lines::Map(l, _) => *l,
         }
     }
-    fn count(&self) -> usize {
-        match self {
-            Lines::Scalar(_) => 1,
-            Lines::List(_, v) => 1 + v.iter().map(Lines::count).sum::<usize>(),
-            Lines::Map(_, v) => 1 + v.iter().map(|(_, l)| l.count()).sum::<usize>(),
-        }
-    }
 }
 
 /// One YAML document.
@@ -102,12 +109,15 @@ enum Frame {
     List {
         line: u32,
         anchor: usize,
+        /// What the collection holds so far, as an alias of it would count it.
+        weight: Weight,
         items: Vec<Value>,
         lines: Vec<Lines>,
     },
     Map {
         line: u32,
         anchor: usize,
+        weight: Weight,
         map: Map,
         lines: Vec<(u32, Lines)>,
         pending_key: Option<(Str, u32)>,
@@ -119,11 +129,46 @@ enum Frame {
     },
 }
 
+/// What an alias of a node materialises: its nodes and bytes ([`YamlOptions::max_alias_bytes`]),
+/// summed as the node is read, so an alias costs its anchor's weight, never a walk of it.
+#[derive(Clone, Copy, Debug, Default)]
+struct Weight {
+    nodes: usize,
+    bytes: u64,
+}
+
+impl Weight {
+    fn scalar(text: &str) -> Weight {
+        Weight {
+            nodes: 1,
+            bytes: text.len() as u64 + ALIAS_NODE_BYTES,
+        }
+    }
+
+    /// An empty collection.
+    fn collection() -> Weight {
+        Weight {
+            nodes: 1,
+            bytes: ALIAS_NODE_BYTES,
+        }
+    }
+
+    fn add(&mut self, w: Weight) {
+        self.nodes = self.nodes.saturating_add(w.nodes);
+        self.bytes = self.bytes.saturating_add(w.bytes);
+    }
+}
+
+/// A node read, with its weight.
+type Node = (Value, Lines, Weight);
+
 struct Builder<'o> {
     opts: &'o YamlOptions,
     stack: Vec<Frame>,
-    anchors: HashMap<usize, (Value, Lines)>,
-    alias_nodes: usize,
+    /// Each anchor's node, with its weight beside it (computed once, as the node was read).
+    anchors: HashMap<usize, Node>,
+    /// What the aliases of this document have materialised so far.
+    expanded: Weight,
     doc: usize,
 }
 
@@ -223,10 +268,10 @@ fn parse_events(src: &str, opts: &YamlOptions) -> Result<Vec<YamlDoc>, YamlError
         opts,
         stack: Vec::new(),
         anchors: HashMap::default(),
-        alias_nodes: 0,
+        expanded: Weight::default(),
         doc: 0,
     };
-    let mut root: Option<(Value, Lines)> = None;
+    let mut root: Option<Node> = None;
     let mut events = 0u32;
     loop {
         events = events.wrapping_add(1);
@@ -250,18 +295,20 @@ fn parse_events(src: &str, opts: &YamlOptions) -> Result<Vec<YamlDoc>, YamlError
             Event::DocumentStart => {
                 b.doc += 1;
                 b.anchors.clear();
-                b.alias_nodes = 0;
+                b.expanded = Weight::default();
                 root = None;
             }
             Event::DocumentEnd => {
-                let (value, lines) = root.take().unwrap_or((Value::Null, Lines::Scalar(0)));
+                let (value, lines, _) =
+                    root.take()
+                        .unwrap_or((Value::Null, Lines::Scalar(0), Weight::default()));
                 let line = lines.line();
                 docs.push(YamlDoc { value, lines, line });
             }
             Event::Scalar(text, style, anchor, tag) => {
                 let line = mark.line() as u32;
                 let v = b.scalar(&text, style, tag.as_ref(), &mark)?;
-                let node = (v, Lines::Scalar(line));
+                let node = (v, Lines::Scalar(line), Weight::scalar(&text));
                 if anchor > 0 {
                     b.anchors.insert(anchor, node.clone());
                 }
@@ -270,20 +317,14 @@ fn parse_events(src: &str, opts: &YamlOptions) -> Result<Vec<YamlDoc>, YamlError
                 }
             }
             Event::Alias(id) => {
+                // Weighed before anything is copied: a refusal costs nothing.
+                let Some(weight) = b.anchors.get(&id).map(|n| n.2) else {
+                    return Err(err("unknown anchor", b.doc, &mark));
+                };
+                b.expand(weight, &mark)?;
                 let Some(node) = b.anchors.get(&id).cloned() else {
                     return Err(err("unknown anchor", b.doc, &mark));
                 };
-                b.alias_nodes += node.1.count();
-                if b.alias_nodes > b.opts.max_alias_nodes {
-                    return Err(err(
-                        format!(
-                            "document expands aliases to more than {} nodes (alias bomb?)",
-                            b.opts.max_alias_nodes
-                        ),
-                        b.doc,
-                        &mark,
-                    ));
-                }
                 let key_text = match &node.0 {
                     Value::String(s) => Some(s.to_string()),
                     _ => None,
@@ -298,6 +339,7 @@ fn parse_events(src: &str, opts: &YamlOptions) -> Result<Vec<YamlDoc>, YamlError
                 b.stack.push(Frame::List {
                     line: mark.line() as u32,
                     anchor,
+                    weight: Weight::collection(),
                     items: Vec::new(),
                     lines: Vec::new(),
                 });
@@ -307,6 +349,7 @@ fn parse_events(src: &str, opts: &YamlOptions) -> Result<Vec<YamlDoc>, YamlError
                 b.stack.push(Frame::Map {
                     line: mark.line() as u32,
                     anchor,
+                    weight: Weight::collection(),
                     map: Map::new(),
                     lines: Vec::new(),
                     pending_key: None,
@@ -333,6 +376,32 @@ fn parse_events(src: &str, opts: &YamlOptions) -> Result<Vec<YamlDoc>, YamlError
 }
 
 impl Builder<'_> {
+    /// Counts an alias of a node of `weight` in; a located refusal past either bound.
+    fn expand(&mut self, weight: Weight, mark: &Marker) -> Result<(), YamlError> {
+        self.expanded.add(weight);
+        if self.expanded.nodes > self.opts.max_alias_nodes {
+            return Err(err(
+                format!(
+                    "document expands aliases to more than {} nodes (alias bomb?)",
+                    self.opts.max_alias_nodes
+                ),
+                self.doc,
+                mark,
+            ));
+        }
+        if self.expanded.bytes > self.opts.max_alias_bytes {
+            return Err(err(
+                format!(
+                    "document expands aliases past {} bytes, {}",
+                    self.opts.max_alias_bytes, self.opts.alias_bytes_limit
+                ),
+                self.doc,
+                mark,
+            ));
+        }
+        Ok(())
+    }
+
     fn open(&mut self, mark: &Marker) -> Result<(), YamlError> {
         if self.stack.len() >= self.opts.max_depth {
             return Err(err(
@@ -351,17 +420,22 @@ impl Builder<'_> {
         Ok(())
     }
 
-    fn close(&mut self, frame: Frame, mark: &Marker) -> Result<(usize, (Value, Lines)), YamlError> {
+    fn close(&mut self, frame: Frame, mark: &Marker) -> Result<(usize, Node), YamlError> {
         Ok(match frame {
             Frame::List {
                 line,
                 anchor,
+                weight,
                 items,
                 lines,
-            } => (anchor, (Value::List(items), Lines::List(line, lines))),
+            } => (
+                anchor,
+                (Value::List(items), Lines::List(line, lines), weight),
+            ),
             Frame::Map {
                 line,
                 anchor,
+                weight,
                 mut map,
                 mut lines,
                 pending_key,
@@ -377,7 +451,7 @@ impl Builder<'_> {
                         merge_into(&mut map, &mut lines, &mut present, mv, ml, self.doc, mark)?;
                     }
                 }
-                (anchor, (Value::Map(map), Lines::Map(line, lines)))
+                (anchor, (Value::Map(map), Lines::Map(line, lines), weight))
             }
         })
     }
@@ -386,20 +460,27 @@ impl Builder<'_> {
     /// `key_src` is the scalar's text and style, used when the node is a mapping key.
     fn push_node(
         &mut self,
-        node: (Value, Lines),
+        node: Node,
         mark: &Marker,
         key_src: Option<(&str, TScalarStyle)>,
-    ) -> Result<Option<(Value, Lines)>, YamlError> {
+    ) -> Result<Option<Node>, YamlError> {
         let doc = self.doc;
         let reject_dups = self.opts.reject_duplicate_keys;
         match self.stack.last_mut() {
             None => Ok(Some(node)),
-            Some(Frame::List { items, lines, .. }) => {
+            Some(Frame::List {
+                items,
+                lines,
+                weight,
+                ..
+            }) => {
+                weight.add(node.2);
                 items.push(node.0);
                 lines.push(node.1);
                 Ok(None)
             }
             Some(Frame::Map {
+                weight,
                 map,
                 lines,
                 pending_key,
@@ -407,6 +488,13 @@ impl Builder<'_> {
                 merges,
                 ..
             }) => {
+                // A key counts its bytes; nodes are the values (as an alias's count always was).
+                let nodes = if pending_key.is_some() {
+                    node.2.nodes
+                } else {
+                    0
+                };
+                weight.add(Weight { nodes, ..node.2 });
                 match pending_key.take() {
                     None => {
                         let is_merge = matches!(key_src, Some(("<<", TScalarStyle::Plain)));
@@ -421,7 +509,7 @@ impl Builder<'_> {
                     }
                     Some((key, key_line)) => {
                         if key == "\u{0}<<" {
-                            merges.push(node);
+                            merges.push((node.0, node.1));
                             return Ok(None);
                         }
                         let existing = match index {
@@ -675,6 +763,56 @@ mod tests {
         }
         let e = parse_documents(&s, &YamlOptions::default()).unwrap_err();
         assert!(e.message.contains("alias"), "{e}");
+    }
+
+    /// A 1 MiB scalar behind an anchor and 2,000 aliases of it (a file of 1 MiB) is refused at
+    /// the alias that passes the byte bound, located, naming the limit; a collection weighs
+    /// what it holds (an alias of a map of the scalar as much as the scalar, and more).
+    #[test]
+    fn aliases_are_bounded_in_bytes() {
+        let opts = YamlOptions {
+            max_alias_bytes: 3 << 20,
+            alias_bytes_limit: std::sync::Arc::from(
+                "more than the limit of 3 MiB (--max-document-bytes)",
+            ),
+            ..YamlOptions::default()
+        };
+        let big = "x".repeat(1 << 20);
+        let aliases = |of: &str, n: usize| format!("- *{of}\n").repeat(n);
+        let scalar = format!("a: &big \"{big}\"\nl:\n{}", aliases("big", 2000));
+        let e = parse_documents(&scalar, &opts).unwrap_err();
+        assert!(
+            e.message.contains(
+                "document expands aliases past 3145728 bytes, more than the limit of 3 MiB (--max-document-bytes)"
+            ),
+            "{e}"
+        );
+        // The third alias (line 5) passes 3 MiB.
+        assert_eq!((e.doc, e.line), (1, 5), "{e}");
+        // Two of them fit.
+        let two = format!("a: &big \"{big}\"\nl:\n{}", aliases("big", 2));
+        assert!(parse_documents(&two, &opts).is_ok());
+        // A map holding the scalar, aliased: weighed as it was read, its key and value.
+        let map = format!("m: &m {{k: \"{big}\"}}\nl:\n{}", aliases("m", 3));
+        let e = parse_documents(&map, &opts).unwrap_err();
+        assert_eq!(e.line, 5, "{e}");
+        // Nested anchors weigh what they hold, aliases included.
+        let nested = format!("a: &big \"{big}\"\nb: &b [*big]\nl:\n{}", aliases("b", 2));
+        let e = parse_documents(&nested, &opts).unwrap_err();
+        assert_eq!(e.line, 5, "{e}");
+        // Many small nodes count their overhead: 90 aliases of a list of 1,000 empty strings
+        // are 1.4 MB.
+        let list = vec!["''"; 1000].join(", ");
+        let empties = format!("e: &e [{list}]\nl:\n{}", aliases("e", 90));
+        let small = YamlOptions {
+            max_alias_bytes: 1_000_000,
+            ..opts.clone()
+        };
+        assert!(parse_documents(&empties, &small).is_err());
+        assert!(parse_documents(&empties, &opts).is_ok());
+        // Each document has its own budget.
+        let docs = format!("{two}---\n{two}");
+        assert_eq!(parse_documents(&docs, &opts).unwrap().len(), 2);
     }
 
     #[test]

@@ -150,6 +150,33 @@ async fn the_cache_follows_kube_apiserver_through_restarts_and_compaction() {
         want.difference(&have).collect::<Vec<_>>(),
         have.difference(&want).collect::<Vec<_>>()
     );
+    // Aggregated discovery (what the cache asks) says what asking per group-version says.
+    let described = |r: &[fieldguard::live::discovery::ServedResource]| {
+        r.iter()
+            .map(|r| {
+                format!(
+                    "{} {} {} {} {:?} ns={} list={} watch={}",
+                    r.api_version,
+                    r.kind,
+                    r.plural,
+                    r.singular,
+                    r.short_names,
+                    r.namespaced,
+                    r.listable,
+                    r.watchable
+                )
+            })
+            .collect::<BTreeSet<String>>()
+    };
+    let aggregated = described(&api.resources().await.unwrap());
+    let per_version = described(&api.resources_per_version().await.unwrap());
+    assert_eq!(
+        aggregated,
+        per_version,
+        "aggregated discovery differs: only there {:?}, only per version {:?}",
+        aggregated.difference(&per_version).collect::<Vec<_>>(),
+        per_version.difference(&aggregated).collect::<Vec<_>>()
+    );
     let groups: BTreeSet<&str> = want
         .iter()
         .map(|(v, _)| v.rsplit_once('/').map_or("", |(g, _)| g))
