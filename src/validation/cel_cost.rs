@@ -110,6 +110,18 @@ struct Shape {
     built: u64,
 }
 
+impl Shape {
+    /// A string or bytes literal of `n` bytes (nothing built: it is part of the program).
+    fn literal(n: usize) -> Shape {
+        let n = n as u64;
+        Shape {
+            len: n,
+            flat: add(n, 1),
+            built: 0,
+        }
+    }
+}
+
 const SCALAR: Shape = Shape {
     len: 0,
     flat: 1,
@@ -183,28 +195,8 @@ impl Estimator {
         let (cost, shape) = match &x.expr {
             Expr::Unspecified => (1, SCALAR),
             Expr::Literal(l) => match l {
-                LiteralValue::String(s) => {
-                    let n = s.inner().len() as u64;
-                    (
-                        1,
-                        Shape {
-                            len: n,
-                            flat: add(n, 1),
-                            built: 0,
-                        },
-                    )
-                }
-                LiteralValue::Bytes(b) => {
-                    let n = b.inner().len() as u64;
-                    (
-                        1,
-                        Shape {
-                            len: n,
-                            flat: add(n, 1),
-                            built: 0,
-                        },
-                    )
-                }
+                LiteralValue::String(s) => (1, Shape::literal(s.inner().len())),
+                LiteralValue::Bytes(b) => (1, Shape::literal(b.inner().len())),
                 _ => (1, SCALAR),
             },
             Expr::Ident(name) => (1, self.ident(name)),

@@ -1107,16 +1107,12 @@ fn a_field_manager_the_apiserver_refuses_is_refused_first() {
             r#"PatchOptions.meta.k8s.io "" is invalid: fieldManager: Too long: may not be more than 128 bytes"#.to_string(),
         ),
     ] {
-        let o = fieldguard(&[
-            "check",
-            "--snapshot",
-            "examples/cluster",
-            "-n",
-            "shop",
-            "--field-manager",
-            manager,
-            "examples/release",
-        ]);
+        // The bundled example with this manager instead of `helm`.
+        let args: Vec<&str> = EXAMPLE
+            .iter()
+            .map(|a| if *a == "helm" { manager } else { a })
+            .collect();
+        let o = fieldguard(&args);
         assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
         assert!(stderr(&o).contains(&expected), "{}", stderr(&o));
         assert!(o.stdout.is_empty());
