@@ -20,7 +20,9 @@
 //!   a time: objects/s.
 //!
 //! Run: `cargo bench --bench realapi`. The machine is shared with the server: both figures of
-//! a pair come from the same run.
+//! a pair come from the same run. `FIELDGUARD_BENCH_KUBEAPI_RUN=DIR` measures a control plane
+//! that `CONTROLPLANE_RUN=DIR controlplane/start.sh` started (and a restart of it keeps its
+//! objects) instead of a fresh one: only the objects missing there are created.
 
 #[path = "../tests/support/kubeapi.rs"]
 #[allow(dead_code)]
@@ -169,9 +171,51 @@ where
     t.elapsed()
 }
 
-/// The server's paged metadata LIST of one kind's objects: the time and the count.
+/// The server's paged metadata LIST of one kind's objects: the count.
 async fn metadata_list(api: &Api, list: &str) -> usize {
-    let mut count = 0;
+    // Read as little as the floor needs: the items counted, the continue token.
+    paged(api, list, |items: Vec<serde::de::IgnoredAny>| items.len())
+        .await
+        .into_iter()
+        .sum()
+}
+
+/// The names of one kind's objects (a metadata LIST).
+async fn metadata_names(api: &Api, list: &str) -> Vec<String> {
+    #[derive(serde::Deserialize)]
+    struct Item {
+        metadata: Name,
+    }
+    #[derive(serde::Deserialize)]
+    struct Name {
+        name: String,
+    }
+    let pages = paged(api, list, |items: Vec<Item>| {
+        items
+            .into_iter()
+            .map(|i| i.metadata.name)
+            .collect::<Vec<_>>()
+    });
+    pages.await.into_iter().flatten().collect()
+}
+
+/// Every page of a paged metadata LIST (500 a page), its items read as `I` and handed to `each`.
+async fn paged<I, T>(api: &Api, list: &str, each: impl Fn(Vec<I>) -> T) -> Vec<T>
+where
+    I: serde::de::DeserializeOwned,
+{
+    #[derive(serde::Deserialize)]
+    struct Page<I> {
+        /// `null` when the list is empty.
+        items: Option<Vec<I>>,
+        metadata: Meta,
+    }
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        #[serde(default, rename = "continue")]
+        cont: String,
+    }
+    let mut out = Vec::new();
     let mut cont = String::new();
     loop {
         let mut url = format!("{list}?limit=500");
@@ -187,22 +231,11 @@ async fn metadata_list(api: &Api, list: &str) -> usize {
             .await
             .unwrap()
             .unwrap();
-        // Read as little as the floor needs: the items counted, the continue token.
-        #[derive(serde::Deserialize)]
-        struct Page {
-            items: Vec<serde::de::IgnoredAny>,
-            metadata: Meta,
-        }
-        #[derive(serde::Deserialize)]
-        struct Meta {
-            #[serde(default, rename = "continue")]
-            cont: String,
-        }
-        let page: Page = serde_json::from_str(&text).unwrap();
-        count += page.items.len();
+        let page: Page<I> = serde_json::from_str(&text).unwrap();
+        out.push(each(page.items.unwrap_or_default()));
         cont = page.metadata.cont;
         if cont.is_empty() {
-            return count;
+            return out;
         }
     }
 }
@@ -384,9 +417,23 @@ async fn main() {
         }
     }
     if only.is_empty() || only == "kubeapi" {
-        match kubeapi::shared_server("kubeapi") {
+        match kept_control_plane().or_else(|| kubeapi::shared_server("kubeapi")) {
             Some(server) => {
-                realapi::create_namespace(&server.api().await, NS).await;
+                // A kept control plane has it already.
+                let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}});
+                let api = server.api().await;
+                let made = realapi::write(
+                    &api,
+                    http::Method::POST,
+                    "/api/v1/namespaces",
+                    "application/json",
+                    &ns,
+                )
+                .await;
+                assert!(
+                    made.is_ok() || made.as_ref().is_err_and(|e| e.code == 409),
+                    "{made:?}"
+                );
                 let tier = Tier {
                     name: "kubeapi",
                     server,
@@ -431,6 +478,32 @@ async fn main() {
     }
 }
 
+/// A control plane `controlplane/start.sh` started and the caller keeps running, by its run
+/// directory (`FIELDGUARD_BENCH_KUBEAPI_RUN`, the script's `CONTROLPLANE_RUN`): 100,000 objects
+/// are created once and measured by many runs.
+fn kept_control_plane() -> Option<&'static kubeapi::KubeApi> {
+    let run = std::path::PathBuf::from(std::env::var_os("FIELDGUARD_BENCH_KUBEAPI_RUN")?);
+    let kubeconfig = run.join("kubeconfig");
+    let text = std::fs::read_to_string(&kubeconfig)
+        .unwrap_or_else(|e| panic!("{}: {e}", kubeconfig.display()));
+    let client: u16 = text
+        .split("https://127.0.0.1:")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .and_then(|port| port.parse().ok())
+        .unwrap_or_else(|| panic!("{}: no https://127.0.0.1:PORT server", kubeconfig.display()));
+    println!(
+        "kubeapi: the control plane kept in {} (port {client})",
+        run.display()
+    );
+    Some(Box::leak(Box::new(kubeapi::KubeApi {
+        run,
+        kubeconfig,
+        port: client - 2,
+        client,
+    })))
+}
+
 /// Every figure of one tier.
 async fn run(tier: &Tier, objects: usize, rounds: usize) {
     let server = tier.server;
@@ -440,8 +513,20 @@ async fn run(tier: &Tier, objects: usize, rounds: usize) {
     let a = api.clone();
     let bodies: Bodies = Arc::new(tier.kinds.iter().map(|k| (k.list, k.object)).collect());
     let b = bodies.clone();
-    let created = concurrently(objects, 8, move |i| {
-        let (a, b) = (a.clone(), b.clone());
+    // Objects already there (a kept control plane, `FIELDGUARD_BENCH_KUBEAPI_RUN`) are not
+    // written again: their names are [`name`]'s, so only the missing ones are created.
+    let mut there = std::collections::BTreeSet::new();
+    for k in &tier.kinds {
+        there.extend(metadata_names(&api, k.list).await);
+    }
+    let missing: Arc<Vec<usize>> = Arc::new(
+        (0..objects)
+            .filter(|&i| !there.contains(&name(i)))
+            .collect(),
+    );
+    let m = missing.clone();
+    let created = concurrently(missing.len(), 8, move |j| {
+        let (a, b, i) = (a.clone(), b.clone(), m[j]);
         async move {
             let (list, object) = b[i % b.len()];
             let r =
@@ -454,10 +539,12 @@ async fn run(tier: &Tier, objects: usize, rounds: usize) {
     })
     .await;
     println!(
-        "{label}: {objects} objects of {} kinds created in {:.1} s ({:.0} creates/s, 8 clients)",
+        "{label}: {objects} objects of {} kinds: {} already there, {} created in {:.1} s ({:.0} creates/s, 8 clients)",
         tier.kinds.len(),
+        objects - missing.len(),
+        missing.len(),
         created.as_secs_f64(),
-        objects as f64 / created.as_secs_f64()
+        missing.len() as f64 / created.as_secs_f64().max(1e-9)
     );
 
     // Initial sync vs the server's own metadata LIST, alternated, with the CPU each side used
@@ -522,6 +609,11 @@ async fn run(tier: &Tier, objects: usize, rounds: usize) {
     let newest = Arc::new(std::sync::Mutex::new((0u64, 0usize)));
     let lags = Arc::new(std::sync::Mutex::new(Vec::new()));
     let churn_for = Duration::from_secs(10);
+    // Each run's writes change what a run before left on a kept control plane: its creates
+    // new names, its patches new values (a patch that changes nothing is no event).
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as usize % 1000);
     let t = Instant::now();
     let mut writers = Vec::new();
     for w in 0..8usize {
@@ -542,7 +634,7 @@ async fn run(tier: &Tier, objects: usize, rounds: usize) {
                 i += 8;
                 // One write in five a create, the others a merge patch of an existing object.
                 let n = if i % 5 == 0 {
-                    objects + i
+                    objects + nonce * 10_000_000 + i
                 } else {
                     (i * 7919) % objects
                 };
@@ -562,7 +654,7 @@ async fn run(tier: &Tier, objects: usize, rounds: usize) {
                         http::Method::PATCH,
                         &format!("{}/{}?fieldManager=churn", urls[n % urls.len()], name(n)),
                         "application/merge-patch+json",
-                        &json!({"metadata": {"annotations": {"note": format!("n{i}")}}}),
+                        &json!({"metadata": {"annotations": {"note": format!("n{i}-{nonce}")}}}),
                     )
                     .await
                 };
@@ -696,7 +788,8 @@ async fn run(tier: &Tier, objects: usize, rounds: usize) {
     };
     let t = Instant::now();
     for i in 0..1000 {
-        let n = 900_000 + i;
+        // New names on a kept control plane too (the churn's nonce).
+        let n = 900_000 + nonce * 10_000_000 + i;
         let mut m = (tier.kind(n).object)(n);
         m["metadata"]["annotations"] = json!({"note": "applied"});
         let m = fieldguard::value::json::parse_str(&m.to_string()).unwrap();
