@@ -4,11 +4,14 @@
 //! kernel) and to a `fieldguard serve` over gRPC (time to the answer, the server's peak memory
 //! during the request). Every one must be refused; the figures say how cheaply. Then the
 //! deadline: a request whose work outlasts its `grpc-timeout`, and how much CPU the server
-//! still spends after answering.
+//! still spends after answering. Then every amplification class of the hostile-input review
+//! beside the bound that stops it (`classes`), and fairness between callers.
 //!
 //! Run: `cargo bench --bench hostile`. Targets: each refusal ≤ 100 ms, peak memory ≤ 2× the
 //! limit it hits; work stops within 10 ms of the deadline.
 
+#[path = "hostile/classes.rs"]
+mod classes;
 #[path = "../tests/support/grpc_raw.rs"]
 mod grpc_raw;
 
@@ -85,16 +88,22 @@ const SHAPES: [&str; 5] = [
     "deep nesting",
 ];
 
-/// Runs `check` on `file`; wall time, peak RSS (KiB) and the first error line. Peak memory is
-/// GNU time's (`%M`): a child of this process would inherit this process's high-water mark
-/// (the kernel keeps it across exec), GNU time's children do not.
+/// Runs `check` on `file`; wall time, peak RSS (KiB) and the first error line.
 fn check(file: &Path) -> (Duration, u64, String) {
+    check_args(&["check", "--snapshot", "examples/cluster"], file)
+}
+
+/// Runs fieldguard with `args`, then `-n shop --field-manager helm FILE`; wall time, peak RSS
+/// (KiB) and the first line of its errors. Peak memory is GNU time's (`%M`): a child of this
+/// process would inherit this process's high-water mark (the kernel keeps it across exec),
+/// GNU time's children do not.
+fn check_args(args: &[&str], file: &Path) -> (Duration, u64, String) {
     let t = Instant::now();
     let o = Command::new("/usr/bin/time")
         .args(["-f", "PEAK %M"])
         .arg(bin())
-        .args(["check", "--snapshot", "examples/cluster", "-n", "shop"])
-        .args(["--field-manager", "helm"])
+        .args(args)
+        .args(["-n", "shop", "--field-manager", "helm"])
         .arg(file)
         .current_dir(root())
         .stdout(Stdio::null())
@@ -107,7 +116,13 @@ fn check(file: &Path) -> (Duration, u64, String) {
         .find_map(|l| l.strip_prefix("PEAK "))
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or(0);
-    let first = err.lines().next().unwrap_or("").chars().take(110).collect();
+    let first = err
+        .lines()
+        .find(|l| !l.starts_with("PEAK "))
+        .unwrap_or("")
+        .chars()
+        .take(110)
+        .collect();
     (took, peak, first)
 }
 
@@ -199,6 +214,7 @@ async fn main() {
         }
     }
     let _ = std::fs::remove_file(dir.join("input"));
+    classes::cli(&dir);
 
     let (mut server, addr) = serve();
     let pid = server.id();
@@ -253,19 +269,15 @@ async fn main() {
         }
     }
 
+    classes::service(&client, pid).await;
+
     // The deadline: a release of 5,000 objects (accepted, long to predict) with 50 ms.
-    let mut release = String::new();
-    for i in 0..5000 {
-        release.push_str(&format!(
-            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: d{i}, namespace: shop}}\nspec:\n  replicas: 2\n  selector: {{matchLabels: {{app: d{i}}}}}\n  template:\n    metadata: {{labels: {{app: d{i}}}}}\n    spec: {{containers: [{{name: app, image: 'app:1', env: [{{name: A, value: '1'}}]}}]}}\n---\n"
-        ));
-    }
     let req = pb::PredictRequest {
         field_manager: "helm".into(),
         default_namespace: "shop".into(),
         manifests: vec![pb::Manifest {
             name: "release.yaml".into(),
-            content: release.into_bytes(),
+            content: classes::release(5000),
         }],
         ..Default::default()
     };
@@ -297,6 +309,7 @@ async fn main() {
             ms(after)
         );
     }
+    classes::fairness(addr, pid).await;
     let _ = server.kill();
     let _ = server.wait();
     let _ = std::fs::remove_dir_all(&dir);

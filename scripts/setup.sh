@@ -42,6 +42,18 @@ fi
 # kube-controller-manager 1.36 and etcd, from Go modules into .controlplane/.
 bash controlplane/setup.sh
 
+# The validation oracle (validation-oracle/): apiextensions-apiserver 1.36's own validation of
+# custom resource writes as a JSONL filter, for the differential tests; checked on its testdata.
+vbin="$ROOT/.validation-oracle/bin/validation-oracle"
+newest_src=$(ls -t validation-oracle/*.go validation-oracle/go.mod validation-oracle/go.sum validation-oracle/testdata/* | head -n 1)
+if [ ! -x "$vbin" ] || [ "$newest_src" -nt "$vbin" ]; then
+  echo "setup: building the validation oracle into $ROOT/.validation-oracle" >&2
+  mkdir -p "$(dirname "$vbin")"
+  (cd validation-oracle && GOTOOLCHAIN=local GOFLAGS=-mod=readonly go build -trimpath -o "$vbin.new" .)
+  mv -f "$vbin.new" "$vbin"
+fi
+"$vbin" -check
+
 # The real apiserver for the tests' real tier: Kubernetes 1.36's apiextensions-apiserver with
 # etcd, built from Debian's packages by the shared script into .realapi/ (git-ignored).
 REALAPI_DIR=$ROOT/.realapi

@@ -10,36 +10,12 @@ use crate::check::{self, Target};
 use crate::predict::Verdict;
 use crate::value::Value;
 
-pub const RECREATE_ANNOTATION: &str = "fieldguard.dev/recreate";
-const WERF_DELETE_POLICY: &str = "werf.io/delete-policy";
+pub use crate::manifest::directives::{Policy, RECREATE_ANNOTATION};
 
-/// When an object is recreated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Policy {
-    /// When the server would refuse the update and accept the object as a creation.
-    IfImmutable,
-    /// On every run where it exists.
-    Always,
-}
-
-/// The object's own policy; an annotation value fieldguard does not know is an error.
+/// The object's own policy; an annotation value fieldguard does not know is an error (refused
+/// already when the manifests were resolved).
 pub fn own_policy(obj: &Value) -> Result<Option<Policy>, String> {
-    let annotation = |k: &str| obj.str_at(&["metadata", "annotations", k]);
-    if let Some(v) = annotation(RECREATE_ANNOTATION) {
-        return match v.trim() {
-            "if-immutable" => Ok(Some(Policy::IfImmutable)),
-            "always" => Ok(Some(Policy::Always)),
-            "never" | "" => Ok(None),
-            other => Err(format!(
-                "{RECREATE_ANNOTATION}: {other:?} is not a policy (if-immutable, always, never)"
-            )),
-        };
-    }
-    let werf = annotation(WERF_DELETE_POLICY).unwrap_or("");
-    Ok(werf
-        .split(',')
-        .any(|p| p.trim() == "before-creation-if-immutable")
-        .then_some(Policy::IfImmutable))
+    crate::manifest::directives::recreate_policy(obj).map_err(|p| p.message)
 }
 
 /// What recreating an object of this kind destroys; `true`: only when named on the object.
@@ -143,39 +119,4 @@ pub fn decide(
         ),
     );
     Ok(Decision::Recreate(Box::new(created)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{Policy, own_policy};
-    use crate::value::yaml::parse_one;
-
-    #[test]
-    fn policies_are_read_from_the_object() {
-        let obj = |a: &str| parse_one(&format!("{{metadata: {{annotations: {a}}}}}")).unwrap();
-        assert_eq!(
-            own_policy(&obj("{fieldguard.dev/recreate: if-immutable}")),
-            Ok(Some(Policy::IfImmutable))
-        );
-        assert_eq!(
-            own_policy(&obj("{fieldguard.dev/recreate: always}")),
-            Ok(Some(Policy::Always))
-        );
-        assert_eq!(
-            own_policy(&obj(
-                "{werf.io/delete-policy: 'before-creation, before-creation-if-immutable'}"
-            )),
-            Ok(Some(Policy::IfImmutable))
-        );
-        assert_eq!(
-            own_policy(&obj("{werf.io/delete-policy: succeeded}")),
-            Ok(None)
-        );
-        assert_eq!(own_policy(&obj("{}")), Ok(None));
-        assert!(
-            own_policy(&obj("{fieldguard.dev/recreate: sometimes}"))
-                .unwrap_err()
-                .contains("if-immutable, always, never")
-        );
-    }
 }

@@ -34,8 +34,7 @@ pub const RELEASE_NAMESPACE_ANNOTATION: &str = "meta.helm.sh/release-namespace";
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// `keep`: never delete the object when it leaves the release.
 pub const RESOURCE_POLICY_ANNOTATION: &str = "helm.sh/resource-policy";
-/// Comma-separated field paths (`spec.replicas`) set only when the object is created.
-pub const CREATE_ONLY_ANNOTATION: &str = "fieldguard.dev/create-only-fields";
+pub use crate::manifest::directives::CREATE_ONLY_ANNOTATION;
 
 pub(super) fn now_rfc3339() -> String {
     time::OffsetDateTime::now_utc()
@@ -146,9 +145,13 @@ fn put_path(obj: &mut Value, path: &[&str], v: Value) {
 /// the apply — unless the release's manager still owns it (then the live value is applied, so
 /// the field is neither changed nor dropped).
 fn strip_create_only(body: &mut Value, live: &Value, manager: &str) {
-    let Some(list) = annotation(body, CREATE_ONLY_ANNOTATION).map(str::to_string) else {
+    // A malformed list was refused when the manifests were resolved.
+    let Ok(fields) = crate::manifest::directives::create_only_fields(body) else {
         return;
     };
+    if fields.is_empty() {
+        return;
+    }
     let owned = entries_from_value(
         live.get_path(&["metadata", "managedFields"])
             .unwrap_or(&Value::Null),
@@ -159,8 +162,8 @@ fn strip_create_only(body: &mut Value, live: &Value, manager: &str) {
     .filter_map(|e| e.fields_v1)
     .filter_map(|f| crate::fieldpath::Set::from_fields_v1(f.as_bytes()).ok())
     .fold(crate::fieldpath::Set::new(), |a, s| a.union(&s));
-    for field in list.split(',').map(str::trim).filter(|f| !f.is_empty()) {
-        let path: Vec<&str> = field.split('.').collect();
+    for field in &fields {
+        let path: Vec<&str> = field.iter().map(String::as_str).collect();
         take_path(body, &path);
         let pes: Vec<_> = path
             .iter()

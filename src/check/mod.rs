@@ -574,15 +574,9 @@ pub fn predict_prepared(
         _ => Vec::new(),
     };
     if let (Some(schema), Some(stored)) = (&t.info.validation, &p.object) {
-        let v = crate::validation::validate(stored, schema);
-        errors.extend(match live {
-            Some(old) => crate::validation::ratchet(v.errors, old, stored),
-            None => v.errors,
-        });
-        let (settled, cel) = crate::validation::settle(errors, stored, live, schema);
-        errors = settled;
-        p.not_evaluated = v.not_evaluated;
-        p.not_evaluated.extend(cel);
+        let d = crate::validation::custom_resource(stored, live, schema, errors);
+        errors = d.errors;
+        p.not_evaluated = d.not_evaluated;
     }
     if !errors.is_empty() {
         p.reject(t.doc.kind(), &t.info.gvk.group, &t.object_ref.name, &errors);

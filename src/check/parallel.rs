@@ -17,6 +17,8 @@ pub(super) fn check_objects(
     each: &mut dyn FnMut(ObjectReport) -> Result<(), Expired>,
 ) -> Result<(), Expired> {
     let one = |t: &Target| {
+        // Evaluation deep in the engine (CEL rules) asks the thread's deadline between steps.
+        let _deadline = deadline.enter();
         let info = &t.info;
         let prepared = live
             .prepare(

@@ -1,5 +1,6 @@
 //! From manifests to targets: each document's type looked up, its namespace defaulted like
-//! kubectl, its metadata checked as the apiserver would; many documents on every core.
+//! kubectl, its metadata checked as the apiserver would and fieldguard's own annotations as
+//! `apply` reads them; many documents on every core.
 
 use super::Target;
 use crate::catalog::{Catalog, TypeInfo};
@@ -124,17 +125,28 @@ fn resolve_one(
     };
     // Metadata the apiserver refuses (a name that is no path segment of its kind, a bad
     // label key): refused here, before any request is built from it.
-    let meta_errors = crate::validation::meta::object_meta(
+    let mut meta_errors = crate::validation::meta::object_meta(
         &doc.object,
         &object_ref.group,
         &object_ref.kind,
         info.namespaced,
     );
+    meta_errors.extend(crate::validation::config_data::errors(
+        &doc.object,
+        &object_ref.group,
+        &object_ref.kind,
+    ));
     let format_errors = catalog.format_problems(&info, &doc.object);
-    if meta_errors.is_empty() && format_errors.is_empty() {
+    let directives = crate::manifest::directives::problems(&doc.object);
+    if meta_errors.is_empty() && format_errors.is_empty() && directives.is_empty() {
         return Ok((info, object_ref));
     }
     let mut errors = Vec::new();
+    for p in directives {
+        let mut err = located(doc, Some(&p.printed_path()), p.message.clone());
+        err.line = Some(doc.line_of(&p.path()));
+        errors.push(err);
+    }
     for (at, message) in format_errors {
         let mut err = located(doc, Some(&at), message);
         err.line = Some(doc.line_of_printed(&at));

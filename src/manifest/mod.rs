@@ -7,6 +7,7 @@
 //! found (invalid text, repeated keys, missing identity, oversized or too deeply nested
 //! documents, alias bombs), each located, and no partial result should be acted upon.
 
+pub mod directives;
 pub mod hooks;
 mod identity;
 pub mod limits;

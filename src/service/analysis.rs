@@ -120,6 +120,8 @@ struct Job {
     /// The operation Helm hooks are predicted for (`None`: inferred).
     operation: Option<check::hooks::Operation>,
     manifests: Vec<pb::Manifest>,
+    /// Whose turn the job's CPU-bound work waits for (`fair`).
+    turn: Arc<str>,
 }
 
 #[allow(clippy::result_large_err)]
@@ -163,6 +165,7 @@ fn job(req: pb::PredictRequest) -> Result<Job, Status> {
         allow_empty: req.allow_empty,
         operation,
         manifests: req.manifests,
+        turn: Arc::from(""),
     })
 }
 
@@ -281,22 +284,22 @@ async fn predict_on(
 const INLINE_BYTES: usize = 16 * 1024;
 
 /// Runs the work inline when it is small, else on the blocking pool (inside the caller's span),
-/// at most [`crate::cores`]` × 2` such jobs at once, the others waiting their turn in the order
-/// they came: the runtime's workers stay free for health checks and small requests.
+/// at most [`crate::cores`]` × 2` such jobs at once, the others waiting their turn, callers
+/// served in turn (`fair`): the runtime's workers stay free for health checks and small
+/// requests, and one caller's heavy requests do not hold everyone else's back.
 async fn offload<T: Send + 'static>(
     small: bool,
+    turn: &str,
     f: impl FnOnce() -> Result<T, Status> + Send + 'static,
 ) -> Result<T, Status> {
     if small {
         return f();
     }
-    static CPU: std::sync::OnceLock<Arc<tokio::sync::Semaphore>> = std::sync::OnceLock::new();
+    static CPU: std::sync::OnceLock<Arc<super::fair::Gate>> = std::sync::OnceLock::new();
     let permit = CPU
-        .get_or_init(|| Arc::new(tokio::sync::Semaphore::new(crate::cores::cores() * 2)))
-        .clone()
-        .acquire_owned()
-        .await
-        .map_err(|e| Status::internal(format!("prediction failed: {e}")))?;
+        .get_or_init(|| super::fair::Gate::new(crate::cores::cores() * 2))
+        .enter(turn)
+        .await;
     let span = tracing::Span::current();
     // The permit goes with the work: a request given up on still holds its place until its
     // work has stopped.
@@ -317,7 +320,7 @@ async fn predict_until(
 ) -> Result<Report, Status> {
     let small = job.manifests.iter().map(|m| m.content.len()).sum::<usize>() <= INLINE_BYTES;
     let (j, d) = (job.clone(), deadline.clone());
-    let documents = offload(small, move || {
+    let documents = offload(small, &job.turn, move || {
         read_manifests(&j.manifests, &limits, &d, j.allow_empty)
     })
     .await?;
@@ -327,7 +330,7 @@ async fn predict_until(
         .collect();
     let catalog = store.catalog(&versions).await.map_err(super::live_error)?;
     let (j, d) = (job.clone(), deadline.clone());
-    let targets = offload(small, move || {
+    let targets = offload(small, &job.turn, move || {
         let names: Vec<&str> = j.manifests.iter().map(manifest_name).collect();
         let mut catalog = catalog;
         check::resolve_until(documents, &mut catalog, &j.namespace, &d)
@@ -344,7 +347,8 @@ async fn predict_until(
     let d = deadline.clone();
     // The engine never runs inline, however small the request: a custom resource's CEL rules
     // can cost far more than the manifest's size says.
-    offload(false, move || {
+    let turn = job.turn.clone();
+    offload(false, &turn, move || {
         let opts = Options {
             field_manager: job.field_manager.clone(),
             force: job.force.clone(),
@@ -376,6 +380,18 @@ async fn predict(
         out.push(convert::cluster_prediction(&name, &report));
     }
     Ok(pb::PredictResponse { clusters: out })
+}
+
+/// Whose turn a request's work waits for: the authenticated user, or an unauthenticated
+/// caller's address (every anonymous caller would otherwise share one turn).
+fn turn_of<T>(caller: &super::auth::Caller, req: &Request<T>) -> Arc<str> {
+    if caller.may_write() {
+        return Arc::from(format!("user:{}", caller.user));
+    }
+    match req.remote_addr() {
+        Some(a) => Arc::from(format!("peer:{}", a.ip())),
+        None => Arc::from(format!("user:{}", caller.user)),
+    }
 }
 
 /// A cluster by its name.
@@ -460,9 +476,12 @@ impl Analysis for AnalysisService {
         let deadline = RequestDeadline::of(&req);
         let work = deadline.work();
         let caller = self.stores.caller(&req).await?;
+        let turn = turn_of(&caller, &req);
         let r = deadline
             .run(async {
-                let resp = predict(&self.stores, job(req.into_inner())?, work).await?;
+                let mut job = job(req.into_inner())?;
+                job.turn = turn;
+                let resp = predict(&self.stores, job, work).await?;
                 self.authorize(&caller, resp).await
             })
             .await;
@@ -479,6 +498,7 @@ impl Analysis for AnalysisService {
         let deadline = RequestDeadline::of(&req);
         let work = deadline.work();
         let caller = self.stores.caller(&req).await?;
+        let turn = turn_of(&caller, &req);
         let limit = self.stores.limits.total_bytes;
         let mut input = req.into_inner();
         let header = match input.next().await {
@@ -496,6 +516,7 @@ impl Analysis for AnalysisService {
             }
         };
         let mut job = job(header)?;
+        job.turn = turn;
         let mut received = 0u64;
         while let Some(msg) = input.next().await {
             match msg?.part {

@@ -15,6 +15,7 @@ pub mod analysis;
 pub mod auth;
 pub mod convert;
 pub mod deadline;
+pub mod fair;
 pub mod history;
 pub mod ownership;
 pub mod releases;

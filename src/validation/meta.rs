@@ -55,7 +55,7 @@ const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
 pub const ANNOTATIONS_MAX_BYTES: usize = 256 * 1024;
 
 /// `validation.RegexError`.
-fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
+pub(super) fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
     let mut out = msg.to_string();
     if examples.is_empty() {
         out.push_str(&format!(" (regex used for validation is '{fmt}')"));
@@ -73,7 +73,7 @@ fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
 }
 
 /// `MaxLenError` of names (`util/validation`).
-fn max_len(n: usize) -> String {
+pub(super) fn max_len(n: usize) -> String {
     format!("must be no more than {n} characters")
 }
 
@@ -274,7 +274,7 @@ pub fn field_manager_refusal(manager: &str) -> Option<String> {
     (!errors.is_empty()).then(|| super::invalid_message("PatchOptions", "meta.k8s.io", "", &errors))
 }
 
-fn invalid(field: &str, value: &str, msg: String) -> FieldError {
+pub(super) fn invalid(field: &str, value: &str, msg: String) -> FieldError {
     FieldError {
         field: field.to_string(),
         reason: "FieldValueInvalid".into(),

@@ -16,9 +16,13 @@
 
 mod cel;
 mod cel_cost;
+mod cel_value;
+pub mod config_data;
 pub mod defaults;
+mod escape;
 pub mod immutable;
 pub mod meta;
+mod re2;
 mod structural;
 
 pub use structural::Structural;
@@ -425,11 +429,11 @@ impl Walk<'_> {
         }
         if let Some((p, re)) = &s.pattern {
             match re {
-                Some(re) if !re.is_match(st) => {
+                Ok(re) if !re.is_match(st) => {
                     self.invalid(path, v, format!("{path} in body should match '{p}'"))
                 }
-                Some(_) => {}
-                None => self.note(path, &format!("pattern {p} (not a Rust regex)")),
+                Ok(_) => {}
+                Err(e) => self.note(path, &format!("pattern {p} ({e})")),
             }
         }
     }
@@ -512,6 +516,40 @@ impl Walk<'_> {
                 values.join(", ")
             ),
         );
+    }
+}
+
+/// What apiextensions-apiserver decides of a custom resource write.
+#[derive(Clone, Debug, Default)]
+pub struct Decision {
+    /// The 422's causes (none: the write is accepted).
+    pub errors: Vec<FieldError>,
+    /// Rules and constraints fieldguard did not evaluate, each with its reason.
+    pub not_evaluated: Vec<String>,
+}
+
+/// The one pipeline of a custom resource's validation, as the server runs it on the object it
+/// would store (`stored`; `old`: the live object of an update): the schema's constraints,
+/// ratcheted on update, then the CEL rules unless an error that blocks them was found. `prior`:
+/// errors found before the schema (an immutable field), which count as blocking.
+pub fn custom_resource(
+    stored: &Value,
+    old: Option<&Value>,
+    schema: &Structural,
+    prior: Vec<FieldError>,
+) -> Decision {
+    let v = validate(stored, schema);
+    let mut errors = prior;
+    errors.extend(match old {
+        Some(old) => ratchet(v.errors, old, stored),
+        None => v.errors,
+    });
+    let (errors, cel) = settle(errors, stored, old, schema);
+    let mut not_evaluated = v.not_evaluated;
+    not_evaluated.extend(cel);
+    Decision {
+        errors,
+        not_evaluated,
     }
 }
 

@@ -25,8 +25,8 @@ pub struct Structural {
     pub multiple_of: Option<f64>,
     pub min_length: Option<i64>,
     pub max_length: Option<i64>,
-    /// The pattern as written, and compiled (`None` when Rust's regex cannot take it).
-    pub pattern: Option<(String, Option<Arc<Regex>>)>,
+    /// The pattern as written, and compiled with Go's meaning ([`super::re2`]), or why not.
+    pub pattern: Option<(String, Result<Arc<Regex>, super::re2::Refusal>)>,
     pub min_items: Option<i64>,
     pub max_items: Option<i64>,
     pub min_properties: Option<i64>,
@@ -37,6 +37,12 @@ pub struct Structural {
     /// The keys of a `x-kubernetes-list-type: map` list (its items correlate with the old
     /// object's by them; other lists' items do not).
     pub list_map_keys: Option<Vec<String>>,
+    /// `x-kubernetes-list-type` (`atomic`, `set`, `map`).
+    pub list_type: Option<String>,
+    /// `x-kubernetes-preserve-unknown-fields`.
+    pub preserve_unknown: bool,
+    /// `x-kubernetes-embedded-resource`.
+    pub embedded: bool,
     /// Constraints under `allOf`/`anyOf`/`oneOf`/`not` (not evaluated by fieldguard).
     pub junctors: bool,
     /// The value the apiserver fills in where the field is absent (or a null it may not hold):
@@ -134,7 +140,7 @@ impl Structural {
             min_length: int("minLength"),
             max_length: int("maxLength"),
             pattern: string("pattern").map(|p| {
-                let re = Regex::new(&p).ok().map(Arc::new);
+                let re = super::re2::compile(&p).map(Arc::new);
                 (p, re)
             }),
             min_items: int("minItems"),
@@ -156,6 +162,9 @@ impl Structural {
                     _ => Vec::new(),
                 },
             ),
+            list_type: string("x-kubernetes-list-type"),
+            preserve_unknown: flag("x-kubernetes-preserve-unknown-fields"),
+            embedded: flag("x-kubernetes-embedded-resource"),
             // A published int-or-string field carries `anyOf: [integer, string]`: that is its
             // type, checked as such, not a junctor left unevaluated.
             junctors: ["allOf", "anyOf", "oneOf", "not"]

@@ -204,3 +204,34 @@ fn the_message_is_the_servers() {
         "Widget.fieldguard.test \"w0\" is invalid: [spec.labels: Invalid value: \"null\": spec.labels in body must be of type object: \"null\", spec.extra: x]"
     );
 }
+
+#[test]
+fn patterns_are_read_as_go_reads_them() {
+    // kube-openapi matches `pattern` with Go's regexp: `\d` is ASCII only.
+    let s = Structural::from_value(
+        &crate::value::yaml::parse_one(
+            r"{type: object, properties: {spec: {type: object, properties: {num: {type: string, pattern: '^\d+$'}, r: {type: string, pattern: '(a)\1'}}}}}",
+        )
+        .unwrap(),
+        None,
+    );
+    let check = |spec: &str| {
+        let obj = parse_str(&format!(
+            r#"{{"apiVersion":"a/v1","kind":"K","spec":{spec}}}"#
+        ))
+        .unwrap();
+        validate(&obj, &s)
+    };
+    assert!(check(r#"{"num":"42"}"#).errors.is_empty());
+    let v = check(r#"{"num":"٤٢"}"#);
+    assert_eq!(
+        v.errors.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+        [r#"spec.num: Invalid value: "٤٢": spec.num in body should match '^\d+$'"#]
+    );
+    let v = check(r#"{"r":"aa"}"#);
+    assert!(v.errors.is_empty());
+    assert_eq!(
+        v.not_evaluated,
+        [r"spec.r: pattern (a)\1 (error parsing regexp: invalid escape sequence: `\1`)"]
+    );
+}

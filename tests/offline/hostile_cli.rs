@@ -211,15 +211,16 @@ fn input_limits_are_checked_on_bytes_before_parsing() {
     let dir = tempdir("limits");
     // A document over 3 MiB (kube-apiserver's request limit), and the same accepted when the
     // limit is raised.
+    // (A Pod: a ConfigMap's or Secret's values are refused past 1 MiB whatever the limit.)
     let big = format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: big, namespace: shop}}\ndata:\n  blob: {}\n",
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: big, namespace: shop}}\nspec:\n  containers: [{{name: a, image: b, env: [{{name: X, value: {}}}]}}]\n",
         "x".repeat(4 * 1024 * 1024)
     );
     let f = write(&dir, "big.yaml", &big);
     let o = check(&[&f], &[]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        err(&o).contains("big.yaml:1: document 1: document is 4194389 bytes, more than the limit of 3 MiB (--max-document-bytes)"),
+        err(&o).contains(&format!("big.yaml:1: document 1: document is {} bytes, more than the limit of 3 MiB (--max-document-bytes)", big.len())),
         "{}",
         err(&o)
     );
@@ -228,7 +229,10 @@ fn input_limits_are_checked_on_bytes_before_parsing() {
     // A file over its limit is refused from its size, unread.
     let o = check(&[&f], &["--max-file-bytes", "1Mi"]);
     assert!(
-        err(&o).contains("file is 4194389 bytes, more than the limit of 1 MiB (--max-file-bytes)"),
+        err(&o).contains(&format!(
+            "file is {} bytes, more than the limit of 1 MiB (--max-file-bytes)",
+            big.len()
+        )),
         "{}",
         err(&o)
     );
@@ -647,6 +651,64 @@ fn values_the_apiserver_cannot_store_are_not_predicted() {
         e.contains("values.yaml:21: document 3: .metadata.labels: Invalid value: \"bad key!\": name part must consist of alphanumeric characters"),
         "{e}"
     );
+}
+
+/// A Secret's and a ConfigMap's keys and size, as kube-apiserver 1.36.5 refuses them
+/// (`ValidateSecret`, `ValidateConfigMap`): located at the key, values never echoed.
+#[test]
+fn secret_and_config_map_data_the_apiserver_refuses() {
+    let dir = tempdir("data-keys");
+    let big = "x".repeat(1024 * 1024 + 1);
+    let f = write(
+        &dir,
+        "data.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: s, namespace: shop}}\nstringData:\n  ok: fine\n  bad key!: s3cr3t-value\n---\napiVersion: v1\nkind: Secret\nmetadata: {{name: big, namespace: shop}}\nstringData:\n  blob: {big}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c, namespace: shop}}\ndata: {{k: v}}\nbinaryData: {{k: eHh4}}\n"
+        ),
+    );
+    let o = check(&[&f], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", out(&o));
+    let e = err(&o);
+    assert!(
+        e.contains("data.yaml:6: document 1: .data[bad key!]: Invalid value: \"bad key!\": a valid config key must consist of alphanumeric characters"),
+        "{e}"
+    );
+    assert!(
+        e.contains("document 2: .data: Too long: may not be more than 1048576 bytes (the apiserver refuses this: 422)"),
+        "{e}"
+    );
+    assert!(
+        e.contains(
+            "document 3: .data[k]: Invalid value: \"k\": duplicate of key present in binaryData"
+        ),
+        "{e}"
+    );
+    assert!(!e.contains("s3cr3t") && !e.contains("xxxx"), "{e}");
+}
+
+/// fieldguard's own annotations are read as `apply` reads them: a directive `apply` would refuse
+/// fails the check too, located at the annotation, so a green pre-merge check cannot fail at
+/// deploy time.
+#[test]
+fn directives_apply_would_refuse_fail_the_check() {
+    let dir = tempdir("directives");
+    let f = write(
+        &dir,
+        "directives.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: shop\n  annotations:\n    fieldguard.dev/recreate: sometimes\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n  namespace: shop\n  annotations:\n    fieldguard.dev/create-only-fields: \"data.x, spec..replicas\"\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: shop\n  annotations: {fieldguard.dev/recreate: always, fieldguard.dev/create-only-fields: data.x}\n",
+    );
+    let o = check(&[&f], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", out(&o));
+    let e = err(&o);
+    assert!(
+        e.contains("directives.yaml:7: document 1: .metadata.annotations.fieldguard.dev/recreate: fieldguard.dev/recreate: \"sometimes\" is not a policy"),
+        "{e}"
+    );
+    assert!(
+        e.contains("directives.yaml:15: document 2: .metadata.annotations.fieldguard.dev/create-only-fields: fieldguard.dev/create-only-fields: \"spec..replicas\" is not a field path"),
+        "{e}"
+    );
+    assert!(!e.contains("document 3"), "{e}");
 }
 
 #[test]

@@ -14,6 +14,7 @@ mod support;
 mod apply;
 mod builtin;
 mod cli;
+mod config_data;
 mod differential;
 mod history;
 mod immutable;

@@ -10,7 +10,30 @@ pub async fn unary(
     message: &[u8],
     timeout: &str,
 ) -> (i32, String) {
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    unary_from(None, addr, path, message, timeout).await
+}
+
+/// [`unary`] from the local address `source` (a loopback address other than 127.0.0.1 is
+/// another caller to a server that tells callers apart by address).
+pub async fn unary_from(
+    source: Option<std::net::IpAddr>,
+    addr: std::net::SocketAddr,
+    path: &str,
+    message: &[u8],
+    timeout: &str,
+) -> (i32, String) {
+    let tcp = match source {
+        None => tokio::net::TcpStream::connect(addr).await.unwrap(),
+        Some(ip) => {
+            let socket = match ip {
+                std::net::IpAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
+                std::net::IpAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
+            }
+            .unwrap();
+            socket.bind(std::net::SocketAddr::new(ip, 0)).unwrap();
+            socket.connect(addr).await.unwrap()
+        }
+    };
     let (mut client, conn) = h2::client::handshake(tcp).await.unwrap();
     tokio::spawn(async move {
         let _ = conn.await;
