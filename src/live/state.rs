@@ -227,6 +227,27 @@ impl SnapshotState {
     }
 }
 
+impl SnapshotState {
+    /// `Ok` when the objects `missing` (not found) are known to be absent: every document of
+    /// the snapshot was read. Otherwise they are unavailable, never absent.
+    fn absent(&self, missing: &[ObjectRef]) -> Result<(), LiveError> {
+        match (missing.is_empty(), self.objects.absence_unknown()) {
+            (false, Some(why)) => Err(LiveError::Unavailable(
+                missing.iter().map(|r| (r.clone(), why.clone())).collect(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// `Ok` when every document of the snapshot was read, so a listing of it is whole.
+    fn complete(&self) -> Result<(), LiveError> {
+        match self.objects.unreadable() {
+            [] => Ok(()),
+            some => Err(LiveError::Invalid(some.to_vec())),
+        }
+    }
+}
+
 /// A snapshot's object, parsed on first read.
 fn read(entry: &Entry) -> Result<Stored, LiveError> {
     entry.shared().map_err(|e| LiveError::Invalid(vec![e]))
@@ -241,7 +262,10 @@ impl LiveState for SnapshotState {
         Ok(self.catalog.clone())
     }
     async fn get(&self, r: &ObjectRef) -> Result<Option<Stored>, LiveError> {
-        self.objects.get(r).map(read).transpose()
+        match self.objects.get(r) {
+            Some(entry) => read(entry).map(Some),
+            None => self.absent(std::slice::from_ref(r)).map(|()| None),
+        }
     }
     fn prepared(&self) -> Option<Arc<super::prepared::PreparedCache>> {
         self.prepared.clone()
@@ -252,6 +276,13 @@ impl LiveState for SnapshotState {
     ) -> Result<Vec<Option<Stored>>, LiveError> {
         let found: Vec<Option<usize>> =
             refs.iter().map(|(r, _)| self.objects.position(r)).collect();
+        let missing: Vec<ObjectRef> = refs
+            .iter()
+            .zip(&found)
+            .filter(|(_, i)| i.is_none())
+            .map(|((r, _), _)| r.clone())
+            .collect();
+        self.absent(&missing)?;
         if refs.len() < PARALLEL_READS || crate::cores::cores() < 2 {
             return found
                 .iter()
@@ -281,6 +312,7 @@ impl LiveState for SnapshotState {
     async fn list(&self, namespace: Option<&str>) -> Result<Vec<(ObjectRef, Stored)>, LiveError> {
         // As a cluster lists them: a namespace narrows namespaced objects; cluster-scoped ones
         // (CRDs, namespaces) stay. Parsing and copying is work for the blocking pool.
+        self.complete()?;
         let namespace = namespace.map(str::to_string);
         let keep = move |r: &ObjectRef| {
             namespace
@@ -290,6 +322,7 @@ impl LiveState for SnapshotState {
         self.select(keep, |_| true).await
     }
     async fn managed_by(&self, manager: &str) -> Result<Vec<(ObjectRef, Stored)>, LiveError> {
+        self.complete()?;
         let manager = manager.to_string();
         self.select(|_| true, move |v| managed_by(v, &manager))
             .await
@@ -301,7 +334,8 @@ impl LiveState for SnapshotState {
         name: &str,
     ) -> Result<Vec<(ObjectRef, Stored)>, LiveError> {
         // A snapshot has no discovery: a kind none of its objects has finds nothing.
-        self.objects
+        let found: Vec<(ObjectRef, Stored)> = self
+            .objects
             .in_order()
             .filter(|(r, _)| {
                 super::resolve::names(
@@ -320,7 +354,11 @@ impl LiveState for SnapshotState {
                     && (namespace.is_empty() || r.namespace.is_empty() || r.namespace == namespace)
             })
             .map(|(r, entry)| Ok((r.clone(), read(entry)?)))
-            .collect()
+            .collect::<Result<_, LiveError>>()?;
+        if found.is_empty() {
+            self.complete()?;
+        }
+        Ok(found)
     }
     fn origin(&self, r: &ObjectRef) -> Option<Origin> {
         self.objects.get(r).map(|e| e.origin.clone())

@@ -163,6 +163,17 @@ pub struct ManifestError {
     pub message: String,
 }
 
+impl ManifestError {
+    /// Whether the problem is a document nested deeper than the parsers read (a JSON
+    /// `recursion limit exceeded`, YAML's `nesting deeper than N levels`): input that is well
+    /// formed but beyond fieldguard, unlike a syntax error.
+    pub fn is_too_deep(&self) -> bool {
+        self.message.contains("recursion limit exceeded")
+            || (self.message.starts_with("nesting deeper than ")
+                || self.message.contains(": nesting deeper than "))
+    }
+}
+
 impl fmt::Display for ManifestError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.file)?;

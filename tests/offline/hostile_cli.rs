@@ -653,6 +653,80 @@ fn values_the_apiserver_cannot_store_are_not_predicted() {
     );
 }
 
+/// An object nested deeper than fieldguard reads (a real cluster can hold one: FieldsV1 200
+/// levels deep) is an object it cannot read, not a broken snapshot: the others are checked as
+/// before; the unread one, or any object not found, is unavailable (exit 3), never a creation;
+/// a listing of the snapshot says it would be incomplete.
+#[test]
+fn an_object_too_deep_to_read_leaves_the_rest_of_a_snapshot_usable() {
+    let dir = tempdir("deep-snapshot");
+    let snap = dir.join("snapshot");
+    std::fs::create_dir_all(&snap).unwrap();
+    let mut fields = String::from("{}");
+    for i in (0..200).rev() {
+        fields = format!("{{\"f:a{i}\":{fields}}}");
+    }
+    write(
+        &snap,
+        "deep.json",
+        &format!(
+            "{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"deep\",\"namespace\":\"shop\",\"managedFields\":[{{\"manager\":\"m\",\"operation\":\"Apply\",\"apiVersion\":\"v1\",\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{fields}}}]}}}}"
+        ),
+    );
+    let mut yaml = String::from(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: deep-yaml, namespace: shop}\ndata:\n",
+    );
+    for i in 0..150 {
+        yaml.push_str(&format!("{}k{i}:\n", "  ".repeat(i + 1)));
+    }
+    write(&snap, "deep.yaml", &yaml);
+    write(
+        &snap,
+        "other.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: other\n  namespace: shop\n  managedFields:\n  - {manager: helm, operation: Apply, apiVersion: v1, fieldsType: FieldsV1, fieldsV1: {f:data: {f:k: {}}}}\ndata: {k: v}\n",
+    );
+    let s = snap.to_str().unwrap();
+    let manifest = |name: &str| {
+        write(
+            &dir,
+            &format!("{name}.yaml"),
+            &format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: shop}}\ndata: {{k: w}}\n"
+            ),
+        )
+    };
+    let args = [
+        "check",
+        "--snapshot",
+        s,
+        "-n",
+        "shop",
+        "--field-manager",
+        "helm",
+    ];
+    let other = manifest("other");
+    let o = run(&[&args[..], &[other.to_str().unwrap()]].concat(), None);
+    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert!(out(&o).contains("ConfigMap shop/other"), "{}", out(&o));
+    for name in ["deep", "deep-yaml", "new"] {
+        let m = manifest(name);
+        let o = run(&[&args[..], &[m.to_str().unwrap()]].concat(), None);
+        assert_eq!(o.status.code(), Some(3), "{name}: {}{}", out(&o), err(&o));
+        let e = err(&o);
+        assert!(
+            e.contains(&format!("ConfigMap shop/{name}: not found, but the snapshot has 2 document(s) fieldguard could not read")),
+            "{e}"
+        );
+        assert!(
+            e.contains("deep.json:1: document 1: recursion limit exceeded"),
+            "{e}"
+        );
+    }
+    let o = run(&["managers", "--snapshot", s], None);
+    assert_ne!(o.status.code(), Some(0), "{}", out(&o));
+    assert!(err(&o).contains("nesting deeper than"), "{}", err(&o));
+}
+
 /// A Secret's and a ConfigMap's keys and size, as kube-apiserver 1.36.5 refuses them
 /// (`ValidateSecret`, `ValidateConfigMap`): located at the key, values never echoed.
 #[test]

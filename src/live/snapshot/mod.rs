@@ -88,6 +88,12 @@ impl Snapshot {
         let mut repeated = Vec::new();
         snap.objects = Objects::new(read, &mut repeated);
         errors.append(&mut repeated);
+        // A document nested deeper than fieldguard reads is an object it cannot read (a real
+        // cluster can hold one), not a broken snapshot: the rest stays usable, and what the
+        // unread one might be is unavailable, never absent.
+        let (deep, errors): (Vec<_>, Vec<_>) =
+            errors.into_iter().partition(ManifestError::is_too_deep);
+        snap.objects.set_unreadable(deep);
         if errors.is_empty() {
             Ok(snap)
         } else {

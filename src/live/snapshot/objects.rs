@@ -88,6 +88,9 @@ pub struct Objects {
     index: RefIndex,
     /// Positions in reference order, made on first need.
     order: OnceLock<Vec<usize>>,
+    /// Documents that could not be read (nested deeper than the parsers go): any object not
+    /// found may be one of them.
+    unreadable: Vec<ManifestError>,
 }
 
 impl Objects {
@@ -131,7 +134,33 @@ impl Objects {
             list,
             index,
             order: OnceLock::new(),
+            unreadable: Vec::new(),
         }
+    }
+
+    /// Records documents of the snapshot that could not be read.
+    pub(super) fn set_unreadable(&mut self, unreadable: Vec<ManifestError>) {
+        self.unreadable = unreadable;
+    }
+
+    /// Documents of the snapshot that could not be read.
+    pub fn unreadable(&self) -> &[ManifestError] {
+        &self.unreadable
+    }
+
+    /// Why an object not found might still be in the snapshot (`None`: every document was
+    /// read, so it is not).
+    pub fn absence_unknown(&self) -> Option<String> {
+        let first = self.unreadable.first()?;
+        Some(format!(
+            "not found, but the snapshot has {} document(s) fieldguard could not read, which may hold it ({first}{})",
+            self.unreadable.len(),
+            if self.unreadable.len() > 1 {
+                ", ..."
+            } else {
+                ""
+            }
+        ))
     }
 
     /// The object `r`.
