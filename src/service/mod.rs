@@ -13,6 +13,7 @@
 
 pub mod analysis;
 pub mod auth;
+pub mod codec;
 pub mod convert;
 pub mod deadline;
 pub mod fair;

@@ -553,6 +553,23 @@ async fn hostile_request_dimensions_are_refused_before_the_work() {
         "{v:?}"
     );
 
+    // A string that is not UTF-8 (field 2, field_manager): the caller's error, naming the
+    // field, not the server's INTERNAL.
+    let mut bad = prost::Message::encode_to_vec(&request());
+    bad.extend_from_slice(&[0x12, 0x02, 0xff, 0xfe]);
+    let (code, message) = support::grpc_raw::unary(
+        s.addr,
+        "/fieldguard.v1.Analysis/PredictConflicts",
+        &bad,
+        "10S",
+    )
+    .await;
+    assert_eq!(code, Code::InvalidArgument as i32, "{message}");
+    assert!(
+        message.contains("PredictRequest.field_manager") && message.contains("UTF-8"),
+        "{message}"
+    );
+
     // Problems past what fits a trailer: counted, the answer still arrives (not a transport
     // error), and the CLI lists them all locally.
     let mut text = String::new();
