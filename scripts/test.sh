@@ -32,6 +32,7 @@ export FIELDGUARD_REQUIRE_ORACLE=1
 export FIELDGUARD_REQUIRE_VALIDATORS=1
 export FIELDGUARD_REQUIRE_REALAPI=1
 export FIELDGUARD_REQUIRE_KUBEAPI=1
+export FIELDGUARD_REQUIRE_VALIDATION_ORACLE=1
 export FIELDGUARD_SHARED=${FIELDGUARD_SHARED:-$PWD/../shared}
 cargo fmt --all -- --check
 # Lints in the tests' profile with every feature (the tests' two): the dependencies' proc

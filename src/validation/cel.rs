@@ -179,6 +179,68 @@ fn map_list_get<'a>(
         .find(|o| list_key(o, keys).as_ref() == Some(&want))
 }
 
+/// Whether an optionalOldSelf rule reads the old value other than by selecting a plain field
+/// of it (`oldSelf.value().foo` reads alike typed or not; `oldSelf.value() == self`,
+/// `oldSelf.orValue(x)` and escaped names do not).
+fn reads_untyped_old_value(rule: &str) -> bool {
+    if rule.contains("oldSelf.?") || rule.contains("oldSelf[") {
+        return true;
+    }
+    // Each `oldSelf.value()` and `oldSelf.orValue(...)` must be followed by `.name`.
+    let b = rule.as_bytes();
+    let mut at = 0;
+    while let Some(i) = rule[at..].find("oldSelf.") {
+        let call = at + i + "oldSelf.".len();
+        at = call;
+        let open = if rule[call..].starts_with("value(") {
+            call + "value".len()
+        } else if rule[call..].starts_with("orValue(") {
+            call + "orValue".len()
+        } else {
+            continue;
+        };
+        let mut depth = 0usize;
+        let mut close = None;
+        for (j, &c) in b.iter().enumerate().skip(open) {
+            match c {
+                b'(' => depth += 1,
+                b')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        close = Some(j);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let Some(close) = close else { return true };
+        // The whole chain of selections after it: plain names only.
+        let mut rest = &rule[close + 1..];
+        let mut selected = 0;
+        while let Some(field) = rest.strip_prefix('.') {
+            let len = field
+                .bytes()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == b'_')
+                .count();
+            let name = &field[..len];
+            if name.is_empty() || name.contains("__") {
+                return true;
+            }
+            rest = &field[len..];
+            if rest.trim_start().starts_with('(') {
+                // A method of the untyped value (or of a selected field).
+                return selected == 0;
+            }
+            selected += 1;
+        }
+        if selected == 0 {
+            return true;
+        }
+    }
+    false
+}
+
 /// A map-list item's key (`singleKeyStrategy`, `multiKeyStrategy`): scalars only.
 #[derive(PartialEq)]
 enum ListKey {
@@ -219,7 +281,8 @@ impl Walk {
             .entry(src.to_string())
             .or_insert_with(|| {
                 // Rules are input: a parser that panics on one is a rule not evaluated.
-                std::panic::catch_unwind(|| ENV.compile(src).ok())
+                let src = super::escape::reserved_selections(src);
+                std::panic::catch_unwind(|| ENV.compile(&src).ok())
                     .ok()
                     .flatten()
                     .map(Arc::new)
@@ -282,8 +345,9 @@ impl Walk {
             return;
         }
         let old = old.filter(|o| !o.is_null());
+        // The server's equality of correlated values; the root is never unchanged.
         let ratchet = match old {
-            Some(o) => crate::value::equals(o, v),
+            Some(o) => !root && super::ratchet::unchanged(v, o, s),
             None => ratchet,
         };
         if !s.rules.is_empty() {
@@ -349,6 +413,36 @@ impl Walk {
             }
             let transition = rule.uses_old_self();
             if transition && previous.is_none() && !rule.optional_old_self {
+                continue;
+            }
+            // Under optionalOldSelf the server gives `oldSelf.value()` untyped (an object's
+            // raw keys: `oldSelf.value().x__dot__y` is no such key; `self == oldSelf.value()`
+            // of objects is no such overload): reproduced for plain scalars only.
+            let plain_scalar = !s.int_or_string
+                && match s.ty.as_deref() {
+                    Some("string") => s.format.is_none(),
+                    Some("integer" | "boolean") => true,
+                    _ => false,
+                };
+            let reads_old_value = reads_untyped_old_value(&rule.rule);
+            if rule.optional_old_self && reads_old_value && !plain_scalar {
+                self.skipped(
+                    path,
+                    rule,
+                    "an optionalOldSelf rule on a value the server gives to oldSelf untyped",
+                );
+                continue;
+            }
+            let compares = rule.rule.contains("==") || rule.rule.contains("!=");
+            if compares
+                && (cel_value::holds_unknown_fields(v, s)
+                    || old.is_some_and(|o| cel_value::holds_unknown_fields(o, s)))
+            {
+                self.skipped(
+                    path,
+                    rule,
+                    "it compares objects holding null fields or fields kept by x-kubernetes-preserve-unknown-fields, which the server's equality reads and fieldguard's does not",
+                );
                 continue;
             }
             // The caller gave up (a request's deadline): the rest is not evaluated, and each
@@ -434,10 +528,20 @@ impl Walk {
                     continue;
                 }
             };
-            let at = match rule.field_path.trim_start_matches('.') {
-                "" => path.to_string(),
-                f if path.is_empty() => f.to_string(),
-                f => format!("{path}.{f}"),
+            let at = if rule.field_path.trim().is_empty() {
+                path.to_string()
+            } else {
+                match super::field_path::printed(path, rule.field_path.trim(), s) {
+                    Some(at) => at,
+                    None => {
+                        self.skipped(
+                            path,
+                            rule,
+                            "its fieldPath does not read as the server reads it",
+                        );
+                        continue;
+                    }
+                }
             };
             let at = if at.is_empty() {
                 "<nil>".to_string()

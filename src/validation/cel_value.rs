@@ -87,6 +87,33 @@ fn convert(v: &Value, s: &Structural, type_and_meta: bool) -> Result<Cel, String
     }
 }
 
+/// Whether `v` holds, at or below it, fields kept by x-kubernetes-preserve-unknown-fields that
+/// its schema does not declare, or null fields: a rule cannot read them, but the server's
+/// equality of such objects compares them, which fieldguard's values (without them) do not
+/// reproduce.
+pub(super) fn holds_unknown_fields(v: &Value, s: &Structural) -> bool {
+    match v {
+        Value::Map(m) => {
+            m.iter().any(
+                |(k, child)| match s.properties.iter().find(|(n, _)| n == k) {
+                    // A null field is absent for a rule, but counts in the server's equality.
+                    Some(_) if child.is_null() => true,
+                    Some((_, cs)) => holds_unknown_fields(child, cs),
+                    None => match s.additional.as_deref() {
+                        Some(a) => holds_unknown_fields(child, a),
+                        None => s.preserve_unknown && !child.is_null(),
+                    },
+                },
+            )
+        }
+        Value::List(items) => s
+            .items
+            .as_deref()
+            .is_some_and(|is| items.iter().any(|i| holds_unknown_fields(i, is))),
+        _ => false,
+    }
+}
+
 /// The schemas `WithTypeAndObjectMeta` gives a resource's `apiVersion`, `kind`, `metadata`.
 fn type_and_meta_schema(name: &str) -> Option<Structural> {
     let string = || Structural {

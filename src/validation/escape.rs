@@ -55,9 +55,72 @@ pub fn escape(name: &str) -> Option<String> {
     Some(out)
 }
 
+/// A rule with its selections of reserved words escaped: the server resolves a selected field
+/// by its unescaped name, so `self.namespace` and `self.__namespace__` both name the property
+/// `namespace`; fieldguard's objects carry escaped names only. String literals are left alone;
+/// a method call (`.in(`) is none.
+pub fn reserved_selections(rule: &str) -> std::borrow::Cow<'_, str> {
+    let b = rule.as_bytes();
+    let mut out = String::new();
+    let mut copied = 0;
+    let mut quote: Option<u8> = None;
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        match quote {
+            Some(_) if c == b'\\' => i += 1,
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == b'\'' || c == b'"' => quote = Some(c),
+            None if c == b'.' => {
+                let start = i + 1;
+                let end = start
+                    + b[start..]
+                        .iter()
+                        .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
+                        .count();
+                let word = &rule[start..end];
+                let call = rule[end..].trim_start().starts_with('(');
+                let preceded = i > 0
+                    && (b[i - 1].is_ascii_alphanumeric() || matches!(b[i - 1], b'_' | b')' | b']'));
+                if RESERVED.contains(&word) && !call && preceded {
+                    out.push_str(&rule[copied..start]);
+                    out.push_str(&format!("__{word}__"));
+                    copied = end;
+                }
+                i = end;
+                continue;
+            }
+            None => {}
+        }
+        i += 1;
+    }
+    if copied == 0 {
+        return std::borrow::Cow::Borrowed(rule);
+    }
+    out.push_str(&rule[copied..]);
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::escape;
+
+    #[test]
+    fn reserved_words_selected_plainly_are_escaped() {
+        use super::reserved_selections as r;
+        assert_eq!(r("self.if == 'x'"), "self.__if__ == 'x'");
+        assert_eq!(
+            r("has(self.namespace) && self.spec.namespace != 'a.namespace'"),
+            "has(self.__namespace__) && self.spec.__namespace__ != 'a.namespace'"
+        );
+        assert_eq!(r("self.__in__ == 1.0"), "self.__in__ == 1.0");
+        assert_eq!(r("'x' in self.list"), "'x' in self.list");
+        assert!(matches!(
+            r("self.a == oldSelf.a"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
 
     /// `TestEscaping` in `k8s.io/apiserver/pkg/cel/escaping_test.go` (v0.36.5).
     #[test]

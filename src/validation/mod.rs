@@ -20,8 +20,11 @@ mod cel_value;
 pub mod config_data;
 pub mod defaults;
 mod escape;
+mod field_path;
 pub mod immutable;
+mod list_type;
 pub mod meta;
+mod ratchet;
 mod re2;
 mod structural;
 
@@ -57,6 +60,9 @@ pub struct Validation {
     pub errors: Vec<FieldError>,
     /// Constraints present in the schema that fieldguard did not evaluate.
     pub not_evaluated: Vec<String>,
+    /// One of those may be an error that stops the server's CEL rules (a `format`): their
+    /// verdict is then unknown.
+    pub may_block: bool,
 }
 
 /// Validates `obj` (a whole custom resource) against its version's structural schema.
@@ -217,6 +223,51 @@ fn too_many(n: i64, max: i64) -> String {
 
 /// go-openapi's `IsFloat64AJSONInteger`: an integer within a relative error of 1e-9 (so
 /// `0.3` is a multiple of `0.1`, as the server finds).
+/// strfmt's `IsDate`: Go's `time.Parse("2006-01-02", s)` (a real day of a four-digit year).
+fn is_date(s: &str) -> bool {
+    let b = s.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<u32> {
+        let d = &b[r];
+        d.iter()
+            .all(u8::is_ascii_digit)
+            .then(|| d.iter().fold(0u32, |n, c| n * 10 + u32::from(c - b'0')))
+    };
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+        return false;
+    }
+    let (Some(y), Some(m), Some(d)) = (num(0..4), num(5..7), num(8..10)) else {
+        return false;
+    };
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let days = match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return false,
+    };
+    (1..=days).contains(&d)
+}
+
+/// `IsValueValidAgainstRange`: whether `x` is a value of `ty` in `format` (an integer: whole
+/// and within the format's range; a number: within a `float`'s range when so formatted).
+fn fits(x: f64, ty: &str, format: &str) -> bool {
+    if ty == "integer" {
+        let (lo, hi) = match format {
+            "int32" => (i32::MIN as f64, i32::MAX as f64),
+            "uint32" => (0.0, u32::MAX as f64),
+            "uint64" => (0.0, u64::MAX as f64),
+            _ => (i64::MIN as f64, i64::MAX as f64),
+        };
+        return x.fract() == 0.0 && x >= lo && x <= hi;
+    }
+    match format {
+        // Parsed at 32-bit precision: what rounds to a finite float fits.
+        "float" | "float32" => (x as f32).is_finite(),
+        _ => true,
+    }
+}
+
 fn is_json_integer(f: f64) -> bool {
     if !f.is_finite() {
         return false;
@@ -267,7 +318,7 @@ impl Walk<'_> {
             self.note(path, "allOf/anyOf/oneOf/not");
         }
         if let Some(f) = &s.format {
-            self.note(path, &format!("format {f}"));
+            self.format(v, f, path);
         }
         if v.is_null() {
             if !s.nullable {
@@ -284,7 +335,13 @@ impl Walk<'_> {
             return;
         }
         if !self.type_ok(v, s, path) {
-            // kube-openapi still checks the enum after a type error.
+            // kube-openapi still checks the enum after a type error, and a number's range and
+            // bounds (a fraction in an integer field).
+            if matches!(v, Value::Float(_)) && s.ty.as_deref() == Some("integer") {
+                // (and no enum error: the validation oracle, apiextensions-apiserver 1.36.5)
+                self.number(v, s, path);
+                return;
+            }
             self.enumeration(v, s, path);
             return;
         }
@@ -296,6 +353,40 @@ impl Walk<'_> {
             _ => {}
         }
         self.enumeration(v, s, path);
+    }
+
+    /// kube-openapi's `format` check of a string (other values are not checked): a failure is
+    /// a type error (which stops the CEL rules) printing the value. Judged for the formats
+    /// read exactly as strfmt reads them (`byte`, `date`) and for the values of the layouts
+    /// fieldguard reads (`date-time`, `duration`); any other is not evaluated.
+    fn format(&mut self, v: &Value, f: &str, path: &str) {
+        let Value::String(st) = v else { return };
+        let valid = match f {
+            // (an empty string is refused too: the validation oracle, apiextensions-apiserver
+            // 1.36.5)
+            "byte" => Some(
+                !st.is_empty() && crate::schema::formats::go_base64_error(st.as_bytes()).is_none(),
+            ),
+            "date" => Some(is_date(st)),
+            "date-time" => cel_value::date_time(st).map(|_| true),
+            "duration" => cel_value::go_duration(st).map(|_| true),
+            _ => None,
+        };
+        match valid {
+            Some(true) => {}
+            Some(false) => {
+                let q = quote(st);
+                self.err(
+                    path,
+                    "FieldValueTypeInvalid",
+                    format!("Invalid value: {q}: {path} in body must be of type {f}: {q}"),
+                );
+            }
+            None => {
+                self.note(path, &format!("format {f}"));
+                self.out.may_block = true;
+            }
+        }
     }
 
     fn note(&mut self, path: &str, what: &str) {
@@ -330,6 +421,25 @@ impl Walk<'_> {
         let Some(t) = s.ty.as_deref() else {
             return true;
         };
+        // kube-openapi's `typeValidator`: a value other than a string or a list against a
+        // schema with a format is first checked against the format, by the Go type the JSON
+        // decodes to (`schemaInfoForType`), and reported so.
+        if let Some(f) = s.format.as_deref().filter(|f| !f.is_empty())
+            && !matches!(v, Value::String(_) | Value::List(_))
+        {
+            let (data_ty, data_fmt) = match v {
+                Value::Int(_) => ("integer", "int64"),
+                Value::Float(_) => ("number", "float64"),
+                Value::Bool(_) => ("boolean", ""),
+                _ => ("object", ""),
+            };
+            let float_int = t == "integer" && matches!(v, Value::Float(x) if x.fract() == 0.0);
+            let int_float = t == "number" && matches!(v, Value::Int(_));
+            if !(t == data_ty || data_fmt == f || float_int || int_float) {
+                self.type_error(path, data_fmt, f);
+                return false;
+            }
+        }
         let ok = match t {
             "number" => matches!(v, Value::Int(_) | Value::Float(_)),
             "integer" => {
@@ -438,38 +548,47 @@ impl Walk<'_> {
         }
     }
 
+    /// kube-openapi's number validator (`numberValidator.Validate`): the value's range for its
+    /// type and format, then `multipleOf`, `minimum`, `maximum`. A bound is compared in the
+    /// value's native type (`MinimumNativeType`: an integer value against the bound truncated
+    /// to an integer) when the bound fits the type, else as floats after an error saying so.
     fn number(&mut self, v: &Value, s: &Structural, path: &str) {
         let Some(x) = as_f64(v) else { return };
+        let ty = s.ty.as_deref().unwrap_or("number");
+        let format = s.format.as_deref().unwrap_or("");
+        if !fits(x, ty, format) {
+            self.range_error("Checked", ty, format, path);
+        }
         if let Some(m) = s.multiple_of
             && m > 0.0
-            && !is_json_integer(if m < 1.0 { 1.0 / m * x } else { x / m })
         {
-            self.invalid(
-                path,
-                v,
-                format!("{path} in body should be a multiple of {}", limit(m)),
-            );
-        }
-        if let Some(max) = s.maximum {
-            let bad = if s.exclusive_maximum {
-                x >= max
-            } else {
-                x > max
-            };
-            if bad {
-                let rel = if s.exclusive_maximum {
-                    "less than"
-                } else {
-                    "less than or equal to"
-                };
+            if matches!(v, Value::Int(_)) && m.fract() != 0.0 {
+                // Go compares against the truncated divisor (which may be zero).
+                self.note(
+                    path,
+                    &format!("multipleOf {} of an integer value", limit(m)),
+                );
+            } else if !is_json_integer(if m < 1.0 { 1.0 / m * x } else { x / m }) {
                 self.invalid(
                     path,
                     v,
-                    format!("{path} in body should be {rel} {}", limit(max)),
+                    format!("{path} in body should be a multiple of {}", limit(m)),
                 );
             }
         }
+        let bound = |this: &mut Self, b: f64, which: &str| -> f64 {
+            if !fits(b, ty, format) {
+                this.range_error(which, ty, format, path);
+                return b;
+            }
+            if matches!(v, Value::Int(_)) {
+                b.trunc()
+            } else {
+                b
+            }
+        };
         if let Some(min) = s.minimum {
+            let min = bound(self, min, "Minimum boundary");
             let bad = if s.exclusive_minimum {
                 x <= min
             } else {
@@ -488,10 +607,45 @@ impl Walk<'_> {
                 );
             }
         }
+        if let Some(max) = s.maximum {
+            let max = bound(self, max, "Maximum boundary");
+            let bad = if s.exclusive_maximum {
+                x >= max
+            } else {
+                x > max
+            };
+            if bad {
+                let rel = if s.exclusive_maximum {
+                    "less than"
+                } else {
+                    "less than or equal to"
+                };
+                self.invalid(
+                    path,
+                    v,
+                    format!("{path} in body should be {rel} {}", limit(max)),
+                );
+            }
+        }
+    }
+
+    /// `IsValueValidAgainstRange`'s error, which the server reports without a field.
+    fn range_error(&mut self, what: &str, ty: &str, format: &str, path: &str) {
+        let format = if format.is_empty() {
+            "(default format)".to_string()
+        } else {
+            format!("with format {format}")
+        };
+        self.err(
+            "<nil>",
+            "FieldValueInvalid",
+            format!("Invalid value: \"\": {what} value must be of type {ty} {format} in {path}"),
+        );
     }
 
     fn enumeration(&mut self, v: &Value, s: &Structural, path: &str) {
-        let Some(allowed) = &s.enumeration else {
+        // An empty enum is no constraint (kube-openapi checks only a non-empty one).
+        let Some(allowed) = s.enumeration.as_ref().filter(|a| !a.is_empty()) else {
             return;
         };
         if allowed.iter().any(|a| crate::value::equals(a, v)) {
@@ -538,14 +692,25 @@ pub fn custom_resource(
     schema: &Structural,
     prior: Vec<FieldError>,
 ) -> Decision {
-    let v = validate(stored, schema);
+    let v = match old {
+        Some(old) => ratchet::validate_update(stored, old, schema),
+        None => validate(stored, schema),
+    };
     let mut errors = prior;
-    errors.extend(match old {
-        Some(old) => ratchet(v.errors, old, stored),
-        None => v.errors,
-    });
-    let (errors, cel) = settle(errors, stored, old, schema);
+    errors.extend(v.errors);
+    errors.extend(list_type::check(stored, old, schema));
     let mut not_evaluated = v.not_evaluated;
+    if v.may_block && !errors.iter().any(blocking) && count_rules(schema) > 0 {
+        not_evaluated.push(
+            "CEL rules: not evaluated (a format fieldguard could not judge may stop them on the server)"
+                .into(),
+        );
+        return Decision {
+            errors,
+            not_evaluated,
+        };
+    }
+    let (errors, cel) = settle(errors, stored, old, schema);
     not_evaluated.extend(cel);
     Decision {
         errors,
@@ -555,38 +720,3 @@ pub fn custom_resource(
 
 #[cfg(test)]
 mod tests;
-
-/// Validation ratcheting (CRDValidationRatcheting, on by default since Kubernetes 1.30): on an
-/// update, an error about a value that the update leaves as it was is dropped. fieldguard
-/// compares the error's field — or, for a path through a list item, the nearest ancestor that
-/// is not in a list (items are matched by index here, not by key, so only an unchanged whole
-/// list ratchets them) — and, for a `Required value`, the object that lacks the field. Errors
-/// at the root are never ratcheted. Run [`settle`] afterwards.
-pub fn ratchet(errors: Vec<FieldError>, old: &Value, new: &Value) -> Vec<FieldError> {
-    let at = |v: &'_ Value, field: &str| -> Option<Value> {
-        let mut cur = v;
-        for k in field.split('.') {
-            cur = cur.as_map()?.get(k)?;
-        }
-        Some(cur.clone())
-    };
-    let unchanged = |field: &str| {
-        let field = field.split('[').next().unwrap_or("");
-        !field.is_empty() && at(old, field).is_some() && at(old, field) == at(new, field)
-    };
-    errors
-        .into_iter()
-        .filter(|e| {
-            if e.field == "<nil>" {
-                return true;
-            }
-            if e.reason == "FieldValueRequired" {
-                return match e.field.rsplit_once('.') {
-                    Some((parent, _)) => !unchanged(parent),
-                    None => true,
-                };
-            }
-            !unchanged(&e.field)
-        })
-        .collect()
-}

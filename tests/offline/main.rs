@@ -17,6 +17,7 @@
 mod support;
 
 mod cache;
+mod cel_upstream;
 mod check_cli;
 mod defaults;
 #[cfg(feature = "generator")]
@@ -32,3 +33,4 @@ mod release;
 mod schema;
 mod secrets;
 mod service;
+mod validation_oracle;

@@ -13,6 +13,7 @@ mod support;
 
 mod apply;
 mod builtin;
+mod cel_conventions;
 mod cli;
 mod config_data;
 mod differential;

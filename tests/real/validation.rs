@@ -447,7 +447,11 @@ async fn a_stale_openapi_index_reads_the_current_document() {
 }
 
 /// A server-side apply of `m` at `url` by the manager `author`.
-async fn apply(api: &fieldguard::live::api::Api, url: &str, m: &Value) -> support::realapi::Answer {
+pub(crate) async fn apply(
+    api: &fieldguard::live::api::Api,
+    url: &str,
+    m: &Value,
+) -> support::realapi::Answer {
     let url = format!("{url}?fieldManager=author");
     write(
         api,
@@ -460,7 +464,7 @@ async fn apply(api: &fieldguard::live::api::Api, url: &str, m: &Value) -> suppor
 }
 
 /// JSON merge patch (`null` removes).
-fn merge(target: &mut Value, patch: &Value) {
+pub(crate) fn merge(target: &mut Value, patch: &Value) {
     match (target, patch) {
         (Value::Object(t), Value::Object(p)) => {
             for (k, v) in p {

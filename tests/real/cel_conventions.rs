@@ -1,0 +1,125 @@
+//! What Kubernetes adds to CEL, judged by the real apiserver (`tests/data/realapi/
+//! conventions-crd.yaml`): escaped property names, values typed by the schema (timestamps,
+//! durations, bytes, doubles, int-or-string), set lists equal whatever their order, Go's
+//! regular expressions, `optionalOldSelf` on create and update. One object changed step by
+//! step, each step predicted from the live object and the server's `/openapi/v3` as `check`
+//! does; the prediction must equal the server's answer — accepted, or refused with the same
+//! causes — and no rule may go unevaluated.
+
+use crate::support;
+use crate::validation::{apply, merge};
+
+use fieldguard::predict::Verdict;
+use serde_json::{Value, json};
+use support::judge::{causes, predict};
+use support::realapi::{delete, get, with_crd};
+
+const NAMESPACE: &str = "default";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_cel_conventions_equal_the_servers() {
+    let Some((api, mut catalog)) = with_crd(
+        module_path!(),
+        "conventions-crd.yaml",
+        "rules.fieldguard.test/v1",
+    )
+    .await
+    else {
+        return;
+    };
+    let collection = format!("/apis/rules.fieldguard.test/v1/namespaces/{NAMESPACE}/conventions");
+    let base = json!({
+        "my-field": "xa", "namespace": "apps", "when": "2026-01-01T00:00:00Z", "every": "30m",
+        "blob": "eHh4", "ratio": 1, "port": 80, "code": "123", "members": ["a", "b"], "level": 5
+    });
+    // (object, what, JSON merge patch of the last accepted spec, refused?)
+    let steps: Vec<(&str, &str, Value, bool)> = vec![
+        (
+            "first",
+            "a create starting above 10 (optionalOldSelf, no old value)",
+            json!({"level": 11}),
+            true,
+        ),
+        (
+            "first",
+            "every typed rule broken at once (escaped names, timestamp, duration, bytes, double, int-or-string, \\d)",
+            json!({"my-field": "ya", "namespace": "kube-system", "when": "2031-01-01T00:00:00Z",
+                "every": "2h", "blob": "eHh4eHh4", "ratio": 2, "port": "http", "code": "١٢٣"}),
+            true,
+        ),
+        ("first", "create", json!({}), false),
+        (
+            "first",
+            "set reordered (equal)",
+            json!({"members": ["b", "a"]}),
+            false,
+        ),
+        ("first", "set changed", json!({"members": ["a", "c"]}), true),
+        (
+            "first",
+            "level down (optionalOldSelf with an old value)",
+            json!({"level": 4}),
+            true,
+        ),
+        ("first", "level up past 10", json!({"level": 12}), false),
+        (
+            "first",
+            "a number written as an integer",
+            json!({"ratio": 3}),
+            true,
+        ),
+        (
+            "first",
+            "int-or-string as a name",
+            json!({"port": "p1"}),
+            false,
+        ),
+        (
+            "first",
+            "a duration in seconds",
+            json!({"every": "3600s"}),
+            false,
+        ),
+    ];
+    let mut spec = base.clone();
+    let (mut refused, mut accepted) = (0, 0);
+    for (name, what, patch, refusal) in steps {
+        let url = format!("{collection}/{name}");
+        let mut next = spec.clone();
+        merge(&mut next, &patch);
+        let m = json!({"apiVersion": "rules.fieldguard.test/v1", "kind": "Convention",
+                       "metadata": {"name": name, "namespace": NAMESPACE}, "spec": next});
+        let live = get(&api, &url).await;
+        let p = predict(
+            &mut catalog,
+            NAMESPACE,
+            live.as_ref(),
+            &m,
+            "author",
+            false,
+            0,
+        );
+        assert!(p.not_evaluated.is_empty(), "{what}: {:?}", p.not_evaluated);
+        let answer = apply(&api, &url, &m).await;
+        match (&answer, &p.verdict) {
+            (Ok(_), Verdict::Created | Verdict::Configured | Verdict::Unchanged) => {
+                assert!(!refusal, "{what}: the server accepted it");
+                accepted += 1;
+                spec = next;
+            }
+            (Err(r), Verdict::Rejected) if r.code == 422 => {
+                assert!(refusal, "{what}: the server refused it: {r:?}");
+                assert_eq!(causes(&p), r.causes, "{what}");
+                refused += 1;
+            }
+            (a, v) => panic!(
+                "{what}: predicted {v:?} {:?} {:?}, server {a:?}",
+                p.message, p.not_evaluated
+            ),
+        }
+    }
+    println!(
+        "Kubernetes' CEL conventions: {refused} refusals and {accepted} acceptances equal to the server's"
+    );
+    delete(&api, &format!("{collection}/first")).await;
+}
