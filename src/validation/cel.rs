@@ -161,24 +161,6 @@ struct Walk {
     spent: u64,
 }
 
-/// The item of `old` (the stored list) correlated with `item` of a `map` list: the first with
-/// the same keys (`MakeMapList(...).Get` in `k8s.io/apiserver/pkg/cel/common/maplist.go`).
-/// Items of other lists correlate with none (`correlateOldValueForChildAtNewIndex`).
-fn map_list_get<'a>(
-    s: &super::Structural,
-    old: Option<&'a Value>,
-    item: &Value,
-) -> Option<&'a Value> {
-    if s.list_type.as_deref() != Some("map") {
-        return None;
-    }
-    let keys = s.list_map_keys.as_deref().filter(|k| !k.is_empty())?;
-    let want = list_key(item, keys)?;
-    old?.as_list()?
-        .iter()
-        .find(|o| list_key(o, keys).as_ref() == Some(&want))
-}
-
 /// Whether an optionalOldSelf rule reads the old value other than by selecting a plain field
 /// of it (`oldSelf.value().foo` reads alike typed or not; `oldSelf.value() == self`,
 /// `oldSelf.orValue(x)` and escaped names do not).
@@ -239,40 +221,6 @@ fn reads_untyped_old_value(rule: &str) -> bool {
         }
     }
     false
-}
-
-/// A map-list item's key (`singleKeyStrategy`, `multiKeyStrategy`): scalars only.
-#[derive(PartialEq)]
-enum ListKey {
-    One(Value),
-    Joined(String),
-}
-
-fn list_key(item: &Value, keys: &[String]) -> Option<ListKey> {
-    let m = item.as_map()?;
-    let scalar = |k: &String| {
-        m.get(k).filter(|v| {
-            matches!(
-                v,
-                Value::Bool(_) | Value::Int(_) | Value::Float(_) | Value::String(_)
-            )
-        })
-    };
-    if let [k] = keys {
-        return scalar(k).cloned().map(ListKey::One);
-    }
-    let mut joined = String::new();
-    for k in keys {
-        joined.push('\0');
-        match scalar(k)? {
-            Value::Bool(b) => joined.push_str(&b.to_string()),
-            Value::Float(f) => joined.push_str(&format!("{f:.6}")),
-            Value::Int(i) => joined.push_str(&i.to_string()),
-            Value::String(s) => joined.push_str(&quote(s)),
-            _ => return None,
-        }
-    }
-    Some(ListKey::Joined(joined))
 }
 
 impl Walk {
@@ -376,7 +324,7 @@ impl Walk {
             Value::List(items) => {
                 if let Some(is) = s.items.as_deref() {
                     for (i, item) in items.iter().enumerate() {
-                        let old_item = map_list_get(s, old, item);
+                        let old_item = super::ratchet::correlate_item(s, old, item);
                         let p = format!("{path}[{i}]");
                         self.node(item, old_item, ratchet, is, &p, false);
                     }

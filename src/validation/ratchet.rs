@@ -115,7 +115,11 @@ fn shallow(s: &Structural) -> Structural {
 /// The old item correlated with `item` of the list `s` (`correlateOldValueForChildAtNewIndex`):
 /// for a `list-type: map` list, the first old item with the same keys (`MakeMapList(...).Get`);
 /// for any other list, none.
-fn correlate_item<'a>(s: &Structural, old: Option<&'a Value>, item: &Value) -> Option<&'a Value> {
+pub(super) fn correlate_item<'a>(
+    s: &Structural,
+    old: Option<&'a Value>,
+    item: &Value,
+) -> Option<&'a Value> {
     if s.list_type.as_deref() != Some("map") || s.ty.as_deref() != Some("array") {
         return None;
     }

@@ -52,6 +52,16 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
+/// A check of `text` (written to `name` in a fresh directory) that must be refused as invalid
+/// input (exit 2): its errors.
+fn refused(name: &str, text: &str) -> String {
+    let dir = tempdir(name.split('.').next().unwrap_or(name));
+    let f = write(&dir, name, text);
+    let o = check(&[&f], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}{}", out(&o), err(&o));
+    err(&o)
+}
+
 /// Every output format of a check of `file` (text, JSON, SARIF, JUnit), each validated
 /// against its schema.
 fn every_format(file: &Path) -> Vec<Output> {
@@ -731,18 +741,13 @@ fn an_object_too_deep_to_read_leaves_the_rest_of_a_snapshot_usable() {
 /// (`ValidateSecret`, `ValidateConfigMap`): located at the key, values never echoed.
 #[test]
 fn secret_and_config_map_data_the_apiserver_refuses() {
-    let dir = tempdir("data-keys");
     let big = "x".repeat(1024 * 1024 + 1);
-    let f = write(
-        &dir,
+    let e = refused(
         "data.yaml",
         &format!(
             "apiVersion: v1\nkind: Secret\nmetadata: {{name: s, namespace: shop}}\nstringData:\n  ok: fine\n  bad key!: s3cr3t-value\n---\napiVersion: v1\nkind: Secret\nmetadata: {{name: big, namespace: shop}}\nstringData:\n  blob: {big}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c, namespace: shop}}\ndata: {{k: v}}\nbinaryData: {{k: eHh4}}\n"
         ),
     );
-    let o = check(&[&f], &[]);
-    assert_eq!(o.status.code(), Some(2), "{}", out(&o));
-    let e = err(&o);
     assert!(
         e.contains("data.yaml:6: document 1: .data[bad key!]: Invalid value: \"bad key!\": a valid config key must consist of alphanumeric characters"),
         "{e}"
@@ -765,15 +770,10 @@ fn secret_and_config_map_data_the_apiserver_refuses() {
 /// deploy time.
 #[test]
 fn directives_apply_would_refuse_fail_the_check() {
-    let dir = tempdir("directives");
-    let f = write(
-        &dir,
+    let e = refused(
         "directives.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: shop\n  annotations:\n    fieldguard.dev/recreate: sometimes\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n  namespace: shop\n  annotations:\n    fieldguard.dev/create-only-fields: \"data.x, spec..replicas\"\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: shop\n  annotations: {fieldguard.dev/recreate: always, fieldguard.dev/create-only-fields: data.x}\n",
     );
-    let o = check(&[&f], &[]);
-    assert_eq!(o.status.code(), Some(2), "{}", out(&o));
-    let e = err(&o);
     assert!(
         e.contains("directives.yaml:7: document 1: .metadata.annotations.fieldguard.dev/recreate: fieldguard.dev/recreate: \"sometimes\" is not a policy"),
         "{e}"

@@ -7,12 +7,12 @@
 //! causes — and no rule may go unevaluated.
 
 use crate::support;
-use crate::validation::{apply, merge};
+use crate::validation::{merge, predict_and_apply};
 
 use fieldguard::predict::Verdict;
 use serde_json::{Value, json};
-use support::judge::{causes, predict};
-use support::realapi::{delete, get, with_crd};
+use support::judge::causes;
+use support::realapi::{delete, with_crd};
 
 const NAMESPACE: &str = "default";
 
@@ -89,18 +89,8 @@ async fn kubernetes_cel_conventions_equal_the_servers() {
         merge(&mut next, &patch);
         let m = json!({"apiVersion": "rules.fieldguard.test/v1", "kind": "Convention",
                        "metadata": {"name": name, "namespace": NAMESPACE}, "spec": next});
-        let live = get(&api, &url).await;
-        let p = predict(
-            &mut catalog,
-            NAMESPACE,
-            live.as_ref(),
-            &m,
-            "author",
-            false,
-            0,
-        );
+        let (p, answer) = predict_and_apply(&api, &mut catalog, &url, &m).await;
         assert!(p.not_evaluated.is_empty(), "{what}: {:?}", p.not_evaluated);
-        let answer = apply(&api, &url, &m).await;
         match (&answer, &p.verdict) {
             (Ok(_), Verdict::Created | Verdict::Configured | Verdict::Unchanged) => {
                 assert!(!refusal, "{what}: the server accepted it");

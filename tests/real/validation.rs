@@ -202,17 +202,7 @@ async fn cel_rules_equal_the_servers() {
         merge(&mut next, &patch);
         let m = json!({"apiVersion": "rules.fieldguard.test/v1", "kind": "Rulebook",
                        "metadata": {"name": "rules", "namespace": NAMESPACE}, "spec": next});
-        let live = get(&api, &url).await;
-        let p = predict(
-            &mut catalog,
-            NAMESPACE,
-            live.as_ref(),
-            &m,
-            "author",
-            false,
-            0,
-        );
-        let answer = apply(&api, &url, &m).await;
+        let (p, answer) = predict_and_apply(&api, &mut catalog, &url, &m).await;
         let skipped = p.not_evaluated.iter().any(|n| n.contains("isURL"));
         match (&answer, &p.verdict) {
             (Ok(_), Verdict::Created | Verdict::Configured) => {
@@ -447,11 +437,7 @@ async fn a_stale_openapi_index_reads_the_current_document() {
 }
 
 /// A server-side apply of `m` at `url` by the manager `author`.
-pub(crate) async fn apply(
-    api: &fieldguard::live::api::Api,
-    url: &str,
-    m: &Value,
-) -> support::realapi::Answer {
+async fn apply(api: &fieldguard::live::api::Api, url: &str, m: &Value) -> support::realapi::Answer {
     let url = format!("{url}?fieldManager=author");
     write(
         api,
@@ -461,6 +447,19 @@ pub(crate) async fn apply(
         m,
     )
     .await
+}
+
+/// One step of a rule test: `m` predicted by `author` from the live object at `url` (as `check`
+/// does against a cluster), then applied; the prediction and the server's answer.
+pub(crate) async fn predict_and_apply(
+    api: &fieldguard::live::api::Api,
+    catalog: &mut fieldguard::catalog::Catalog,
+    url: &str,
+    m: &Value,
+) -> (fieldguard::predict::Prediction, support::realapi::Answer) {
+    let live = get(api, url).await;
+    let p = predict(catalog, NAMESPACE, live.as_ref(), m, "author", false, 0);
+    (p, apply(api, url, m).await)
 }
 
 /// JSON merge patch (`null` removes).

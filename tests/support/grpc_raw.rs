@@ -71,7 +71,12 @@ pub async fn unary_from(
         return s;
     }
     let mut stream = response.into_body();
-    while stream.data().await.is_some() {}
+    // Each chunk read gives its window back: a large answer would otherwise stall at the
+    // stream's flow-control window.
+    while let Some(chunk) = stream.data().await {
+        let Ok(chunk) = chunk else { break };
+        let _ = stream.flow_control().release_capacity(chunk.len());
+    }
     let trailers = stream.trailers().await.unwrap().unwrap_or_default();
     status(&trailers).expect("a grpc-status")
 }
