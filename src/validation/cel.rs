@@ -168,6 +168,12 @@ fn reads_untyped_old_value(rule: &str) -> bool {
     if rule.contains("oldSelf.?") || rule.contains("oldSelf[") {
         return true;
     }
+    // An escaped name anywhere may select on the untyped value (through a comprehension's
+    // variable or an index: `oldSelf.value().m[k].__namespace__`).
+    let reads = rule.contains("oldSelf.value()") || rule.contains("oldSelf.orValue(");
+    if reads && rule.contains("__") {
+        return true;
+    }
     // Each `oldSelf.value()` and `oldSelf.orValue(...)` must be followed by `.name`.
     let b = rule.as_bytes();
     let mut at = 0;
@@ -210,6 +216,9 @@ fn reads_untyped_old_value(rule: &str) -> bool {
                 return true;
             }
             rest = &field[len..];
+            if rest.trim_start().starts_with('[') {
+                return true;
+            }
             if rest.trim_start().starts_with('(') {
                 // A method of the untyped value (or of a selected field).
                 return selected == 0;
@@ -373,7 +382,13 @@ impl Walk {
                     _ => false,
                 };
             let reads_old_value = reads_untyped_old_value(&rule.rule);
-            if rule.optional_old_self && reads_old_value && !plain_scalar {
+            // The untyped old value keeps its null and unknown fields (`oldSelf.value().f` of a
+            // null `f` is null there, no such key here).
+            let reads_old_fields = ["oldSelf.value()", "oldSelf.orValue("]
+                .iter()
+                .any(|r| rule.rule.contains(r))
+                && old.is_some_and(|o| cel_value::holds_unknown_fields(o, s));
+            if rule.optional_old_self && ((reads_old_value && !plain_scalar) || reads_old_fields) {
                 self.skipped(
                     path,
                     rule,

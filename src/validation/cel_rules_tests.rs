@@ -235,3 +235,20 @@ fn rules_after_the_deadline_are_not_evaluated() {
         o.not_evaluated
     );
 }
+
+/// Under optionalOldSelf the server's old value is untyped and keeps its null fields:
+/// `oldSelf.value().tags <= 2.0` of a null `tags` is no such overload there (the validation
+/// oracle, apiextensions-apiserver 1.36.5, seed 1796625580), no such key here — not evaluated.
+#[test]
+fn an_untyped_old_value_with_null_fields_is_not_evaluated() {
+    let s = spec(
+        "{tags: {type: number, nullable: true}}",
+        &["!oldSelf.hasValue() || oldSelf.value().tags <= 2.0"],
+        ", optionalOldSelf: true",
+    );
+    let o = evaluate(&obj("{tags: 0.5}"), Some(&obj("{tags: null}")), &s);
+    assert!(o.errors.is_empty(), "{:?}", o.errors);
+    assert_eq!(o.not_evaluated.len(), 1, "{:?}", o.not_evaluated);
+    let o = evaluate(&obj("{tags: 0.5}"), Some(&obj("{tags: 3.0}")), &s);
+    assert_eq!(errors(&o).len(), 1, "{:?}", o);
+}

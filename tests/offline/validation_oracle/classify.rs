@@ -12,7 +12,16 @@ pub struct Documented {
     pub example: &'static str,
 }
 
-pub const DOCUMENTED: &[Documented] = &[];
+pub const DOCUMENTED: &[Documented] = &[Documented {
+    class: "both refuse: worded differently: cel no such key",
+    why: "both refuse the write with the same rule's evaluation error at the same field; when \
+          several fields of one rule are missing, cel-go and the cel crate name a different one \
+          first (the order in which `&&`/`||` operands that both fail are reported): only the \
+          key in `no such key: K evaluating rule: ...` differs",
+    example: "seed 202, 100,000 cases: server `spec: Invalid value: \"object\": no such key: \
+              foo_bar evaluating rule: value is wrong`, fieldguard `... no such key: \
+              __namespace__ evaluating rule: value is wrong`",
+}];
 
 pub fn documented(class: &str) -> Option<&'static Documented> {
     DOCUMENTED.iter().find(|d| d.class == class)
