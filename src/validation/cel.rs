@@ -61,6 +61,19 @@ pub struct Rule {
     pub reason: Option<String>,
     pub field_path: String,
     pub optional_old_self: bool,
+    /// What the walk needs of the rule's text, read once (the rule is shared by every object
+    /// of its CRD).
+    read: std::sync::OnceLock<Read>,
+}
+
+/// A rule's program and what its text says, read once.
+#[derive(Clone, Debug)]
+struct Read {
+    program: Option<Arc<cel::Program>>,
+    transition: bool,
+    reads_old_value: bool,
+    reads_old_fields: bool,
+    compares: bool,
 }
 
 impl Rule {
@@ -73,7 +86,20 @@ impl Rule {
             reason: v.str_at(&["reason"]).map(str::to_string),
             field_path: s("fieldPath"),
             optional_old_self: matches!(v.get_path(&["optionalOldSelf"]), Some(Value::Bool(true))),
+            read: std::sync::OnceLock::new(),
         }
+    }
+
+    fn read(&self) -> &Read {
+        self.read.get_or_init(|| Read {
+            program: compiled(&self.rule),
+            transition: self.uses_old_self(),
+            reads_old_value: reads_untyped_old_value(&self.rule),
+            reads_old_fields: ["oldSelf.value()", "oldSelf.orValue("]
+                .iter()
+                .any(|r| self.rule.contains(r)),
+            compares: self.rule.contains("==") || self.rule.contains("!="),
+        })
     }
 
     /// True when the rule names `oldSelf` (outside string literals): a transition rule.
@@ -232,19 +258,39 @@ fn reads_untyped_old_value(rule: &str) -> bool {
     false
 }
 
+/// Compiled rules and message expressions, by their text, shared by every object and thread
+/// (a CRD's rules are compiled once, not once an object); at most [`PROGRAMS`] kept, the
+/// whole cache dropped when full (a hostile stream of distinct rules costs a recompile, not
+/// memory).
+static COMPILED: std::sync::LazyLock<dashmap::DashMap<String, Option<Arc<cel::Program>>>> =
+    std::sync::LazyLock::new(dashmap::DashMap::new);
+const PROGRAMS: usize = 4096;
+
+fn compiled(src: &str) -> Option<Arc<cel::Program>> {
+    if let Some(p) = COMPILED.get(src) {
+        return p.clone();
+    }
+    // Rules are input: a parser that panics on one is a rule not evaluated.
+    let escaped = super::escape::reserved_selections(src);
+    let p = std::panic::catch_unwind(|| ENV.compile(&escaped).ok())
+        .ok()
+        .flatten()
+        .map(Arc::new);
+    if COMPILED.len() >= PROGRAMS {
+        COMPILED.clear();
+    }
+    COMPILED.insert(src.to_string(), p.clone());
+    p
+}
+
 impl Walk {
     fn program(&mut self, src: &str) -> Option<Arc<cel::Program>> {
-        self.programs
-            .entry(src.to_string())
-            .or_insert_with(|| {
-                // Rules are input: a parser that panics on one is a rule not evaluated.
-                let src = super::escape::reserved_selections(src);
-                std::panic::catch_unwind(|| ENV.compile(&src).ok())
-                    .ok()
-                    .flatten()
-                    .map(Arc::new)
-            })
-            .clone()
+        if let Some(p) = self.programs.get(src) {
+            return p.clone();
+        }
+        let p = compiled(src);
+        self.programs.insert(src.to_string(), p.clone());
+        p
     }
 
     fn skipped(&mut self, path: &str, rule: &Rule, why: &str) {
@@ -364,11 +410,14 @@ impl Walk {
         let this = convert(v);
         let previous = old.map(convert);
         let data = cel_cost::Data::of(&[Some(v), old].into_iter().flatten().collect::<Vec<_>>());
+        let mut plain_ctx: Option<cel::Context> = None;
+        let mut optional_ctx: Option<cel::Context> = None;
         for rule in &s.rules {
             if rule.rule.trim().is_empty() {
                 continue;
             }
-            let transition = rule.uses_old_self();
+            let read = rule.read();
+            let transition = read.transition;
             if transition && previous.is_none() && !rule.optional_old_self {
                 continue;
             }
@@ -381,13 +430,11 @@ impl Walk {
                     Some("integer" | "boolean") => true,
                     _ => false,
                 };
-            let reads_old_value = reads_untyped_old_value(&rule.rule);
+            let reads_old_value = read.reads_old_value;
             // The untyped old value keeps its null and unknown fields (`oldSelf.value().f` of a
             // null `f` is null there, no such key here).
-            let reads_old_fields = ["oldSelf.value()", "oldSelf.orValue("]
-                .iter()
-                .any(|r| rule.rule.contains(r))
-                && old.is_some_and(|o| cel_value::holds_unknown_fields(o, s));
+            let reads_old_fields =
+                read.reads_old_fields && old.is_some_and(|o| cel_value::holds_unknown_fields(o, s));
             if rule.optional_old_self && ((reads_old_value && !plain_scalar) || reads_old_fields) {
                 self.skipped(
                     path,
@@ -396,8 +443,7 @@ impl Walk {
                 );
                 continue;
             }
-            let compares = rule.rule.contains("==") || rule.rule.contains("!=");
-            if compares
+            if read.compares
                 && (cel_value::holds_unknown_fields(v, s)
                     || old.is_some_and(|o| cel_value::holds_unknown_fields(o, s)))
             {
@@ -415,7 +461,7 @@ impl Walk {
                 continue;
             }
             let this = match &this {
-                Ok(t) => t.clone(),
+                Ok(t) => t,
                 Err(e) => {
                     self.skipped(
                         path,
@@ -425,8 +471,8 @@ impl Walk {
                     continue;
                 }
             };
-            let previous: Option<Cel> = match &previous {
-                Some(Ok(p)) => Some(p.clone()),
+            let previous: Option<&Cel> = match &previous {
+                Some(Ok(p)) => Some(p),
                 Some(Err(e)) => {
                     if transition || rule.optional_old_self {
                         self.skipped(path, rule, &format!("the old value cannot be given to CEL as the apiserver gives it: {e}"));
@@ -436,32 +482,38 @@ impl Walk {
                 }
                 None => None,
             };
-            let Some(program) = self.program(&rule.rule) else {
+            let Some(program) = read.program.as_deref() else {
                 self.skipped(path, rule, "does not compile here");
                 continue;
             };
-            if let Some(why) = self.unaffordable(&program, data) {
+            if let Some(why) = self.unaffordable(program, data) {
                 self.skipped(path, rule, &why);
                 continue;
             }
-            // The activation of `messageExpression` binds `oldSelf` plainly, even for a rule
-            // with `optionalOldSelf` (upstream evaluates it with `activation`).
-            let mut ctx = cel::Context::with_env(ENV.clone());
-            ctx.add_variable_as_val("self", this.clone());
-            if let Some(p) = &previous {
-                ctx.add_variable_as_val("oldSelf", p.clone());
-            }
-            let mut rule_ctx = cel::Context::with_env(ENV.clone());
-            let rule_ctx = if rule.optional_old_self {
-                rule_ctx.add_variable_as_val("self", this);
-                let old_self = match previous {
-                    Some(p) => CelOptional::of(p),
-                    None => CelOptional::none(),
-                };
-                rule_ctx.add_variable_as_val("oldSelf", Box::new(old_self));
-                &rule_ctx
+            // One activation per node, shared by its rules (binding a value copies it). The
+            // activation of `messageExpression` binds `oldSelf` plainly, even for a rule with
+            // `optionalOldSelf` (upstream evaluates it with `activation`).
+            let ctx: &cel::Context = plain_ctx.get_or_insert_with(|| {
+                let mut ctx = cel::Context::with_env(ENV.clone());
+                ctx.add_variable_as_val("self", this.clone());
+                if let Some(p) = previous {
+                    ctx.add_variable_as_val("oldSelf", p.clone());
+                }
+                ctx
+            });
+            let rule_ctx: &cel::Context = if rule.optional_old_self {
+                optional_ctx.get_or_insert_with(|| {
+                    let mut ctx = cel::Context::with_env(ENV.clone());
+                    ctx.add_variable_as_val("self", this.clone());
+                    let old_self = match previous {
+                        Some(p) => CelOptional::of(p.clone()),
+                        None => CelOptional::none(),
+                    };
+                    ctx.add_variable_as_val("oldSelf", Box::new(old_self));
+                    ctx
+                })
             } else {
-                &ctx
+                ctx
             };
             cel_value::take_undecided();
             let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -530,7 +582,7 @@ impl Walk {
                 continue;
             }
             let detail = self
-                .message_expression(rule, &ctx, path, data)
+                .message_expression(rule, ctx, path, data)
                 .unwrap_or_else(|| match rule.message.trim() {
                     "" => format!("failed rule: {}", rule.error_string()),
                     m => m.to_string(),
