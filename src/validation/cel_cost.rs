@@ -99,6 +99,17 @@ pub fn bound(expr: &IdedExpr, data: Data) -> Bound {
     }
 }
 
+/// The libraries' namespaced global functions (and every `format.<name>()`): a call
+/// `sets.contains(a, b)` is one of them, not a method of a variable `sets`.
+const NAMESPACED: &[&str] = &[
+    "sets.contains",
+    "sets.equivalent",
+    "sets.intersects",
+    "lists.range",
+    "strings.quote",
+    "ip.isCanonical",
+];
+
 /// A bound of a value an expression yields.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Shape {
@@ -228,12 +239,28 @@ impl Estimator {
             Expr::Call(call) => {
                 let mut cost = 0u64;
                 let mut args: Vec<(Shape, &IdedExpr)> = Vec::new();
-                for a in call.target.iter().map(|t| &**t).chain(call.args.iter()) {
+                // `sets.contains(a, b)`: a namespaced function, not a method of `sets`.
+                let namespace = match call.target.as_deref().map(|t| &t.expr) {
+                    Some(Expr::Ident(ns))
+                        if ns == "format"
+                            || NAMESPACED
+                                .contains(&format!("{ns}.{}", call.func_name).as_str()) =>
+                    {
+                        Some(ns)
+                    }
+                    _ => None,
+                };
+                let target = call.target.iter().filter(|_| namespace.is_none());
+                for a in target.map(|t| &**t).chain(call.args.iter()) {
                     let (c, s) = self.expr(a);
                     cost = add(cost, c);
                     args.push((s, a));
                 }
-                let (c, s) = self.call(&call.func_name, &args);
+                let name = match namespace {
+                    Some(ns) => std::borrow::Cow::Owned(format!("{ns}.{}", call.func_name)),
+                    None => std::borrow::Cow::Borrowed(call.func_name.as_str()),
+                };
+                let (c, s) = self.call(&name, &args);
                 (add(cost, c), s)
             }
             Expr::Comprehension(c) => {
@@ -380,6 +407,91 @@ impl Estimator {
                 // Compiled on each call, then run over the string.
                 (add(1, mul(add(a.len, 1), add(pattern, 1))), SCALAR)
             }
+            // The libraries' functions that build more than their arguments, or work more
+            // than once over them.
+            "replace" => {
+                // Every character replaced: `a` times the replacement, at most.
+                let c = args.get(2).map(|x| x.0).unwrap_or(SCALAR);
+                let len = add(a.len, mul(a.len, c.len));
+                let s = Shape {
+                    len,
+                    flat: add(len, 1),
+                    built: len,
+                };
+                (add(1, len), s)
+            }
+            "split" => {
+                let s = Shape {
+                    len: add(a.len, 1),
+                    flat: add(mul(2, a.len), 2),
+                    built: add(mul(2, a.len), 2),
+                };
+                (add(1, add(a.len, b.len)), s)
+            }
+            "lists.range" => {
+                // As many elements as asked (the crate stops at a million).
+                let n = match &args.first().map(|x| &x.1.expr) {
+                    Some(Expr::Literal(LiteralValue::Int(n))) => {
+                        u64::try_from(*n.inner()).unwrap_or(0)
+                    }
+                    _ => MAX_COLLECTION,
+                }
+                .min(MAX_COLLECTION);
+                let s = Shape {
+                    len: n,
+                    flat: add(n, 1),
+                    built: n,
+                };
+                (add(1, n), s)
+            }
+            "distinct" | "sort" | "@sortByAssociatedKeys" => {
+                // Each element compared with the others, at most.
+                let rebuilt = Shape {
+                    built: add(a.built, a.len),
+                    ..a
+                };
+                (add(1, mul(a.len, a.flat)), rebuilt)
+            }
+            "sets.contains" | "sets.equivalent" | "sets.intersects" => {
+                (add(1, mul(2, mul(a.flat, b.flat))), SCALAR)
+            }
+            "isSorted" | "sum" | "min" | "max" | "indexOf" | "lastIndexOf" => {
+                (add(1, add(a.flat, b.flat)), a.part().join(SCALAR))
+            }
+            "find" | "findAll" => {
+                let pattern = match &args.get(1).map(|x| &x.1.expr) {
+                    Some(Expr::Literal(LiteralValue::String(p))) => pattern_weight(p.inner()),
+                    _ => b.len.max(1),
+                };
+                let s = Shape {
+                    len: a.len,
+                    flat: add(mul(2, a.len), 1),
+                    built: add(mul(2, a.len), 1),
+                };
+                (add(1, mul(add(a.len, 1), add(pattern, 1))), s)
+            }
+            "validate" => {
+                // A named format's check of string `b`: the server charges up to 276 a tenth
+                // of the string (`uri`); up to four messages of ~400 bytes, quoting the input.
+                let n = b.len;
+                let len = add(1600, mul(16, n));
+                let s = Shape {
+                    len,
+                    flat: add(len, 8),
+                    built: add(len, 8),
+                };
+                (add(1, mul(add(n, 10) / 10, 276)), s)
+            }
+            "getEscapedPath" | "getQuery" => {
+                // Escaping triples a byte; a query's keys and values, half its bytes each.
+                let len = mul(3, a.len);
+                let s = Shape {
+                    len,
+                    flat: add(len, 1),
+                    built: add(len, 1),
+                };
+                (add(1, len), s)
+            }
             "string" | "bytes" | "int" | "uint" | "double" | "bool" | "timestamp" | "duration"
             | "dyn" | "type" => {
                 let s = Shape {
@@ -455,6 +567,25 @@ mod tests {
         assert!(counted >= 1000 * 10_000, "{counted}");
         // A pattern from the data: as long as the data.
         assert!(of("self.a.matches(self.b)", d).cost >= 1000 * 1000);
+    }
+
+    #[test]
+    fn library_functions_that_build_more_than_they_read_are_bounded_so() {
+        let d = Data { n: 1000, t: 1000 };
+        // Each `replace` multiplies the length by the replacement's.
+        let once = of("self.replace('a', self)", d);
+        assert!(once.cost >= 1000 * 1000, "{once:?}");
+        let twice = of("self.replace('a', self).replace('a', self)", d);
+        assert!(twice.cost > PER_CALL_LIMIT, "{twice:?}");
+        // A range as long as the data asks.
+        let r = of("lists.range(self.n).map(x, lists.range(self.n))", d);
+        assert!(
+            r.cost > PER_CALL_LIMIT || r.collection > MAX_COLLECTION,
+            "{r:?}"
+        );
+        assert!(of("lists.range(3).size() == 3", d).cost < 100);
+        // Set comparisons: each element against each.
+        assert!(of("sets.contains(self.a, self.b)", d).cost >= 1000 * 1000);
     }
 
     #[test]

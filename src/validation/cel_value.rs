@@ -106,10 +106,13 @@ pub(super) fn holds_unknown_fields(v: &Value, s: &Structural) -> bool {
                 },
             )
         }
-        Value::List(items) => s
-            .items
-            .as_deref()
-            .is_some_and(|is| items.iter().any(|i| holds_unknown_fields(i, is))),
+        // A null item too: Go's equality of it with an object is no such overload (seed
+        // 1796649359).
+        Value::List(items) => s.items.as_deref().is_some_and(|is| {
+            items
+                .iter()
+                .any(|i| i.is_null() || holds_unknown_fields(i, is))
+        }),
         _ => false,
     }
 }

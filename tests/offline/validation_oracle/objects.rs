@@ -23,6 +23,19 @@ const STRINGS: &[&str] = &[
     "aaaaaaaaaa",
     "Abc",
     "cb",
+    // For the libraries: quantities, addresses, URLs, versions, names.
+    "100m",
+    "1.5Gi",
+    "2",
+    "10.0.0.1",
+    "::1",
+    "10.0.0.0/8",
+    "fd00::/64",
+    "https://example.com:8443/a/b?c=d",
+    "/relative/path",
+    "1.2.3",
+    "v1.2.3-rc.1",
+    "My_Name",
 ];
 const KEYS: &[&str] = &["a", "b", "ab", "c"];
 

@@ -1,7 +1,9 @@
 //! `x-kubernetes-validations` rules from a small grammar, typed by the node they sit on:
 //! comparisons, `has()`, `size()`, the `all`/`exists`/`exists_one`/`map`/`filter` macros,
 //! `startsWith`/`endsWith`/`contains`/`matches`, transition rules (`oldSelf`, and
-//! `optionalOldSelf`), with `message`, `messageExpression`, `reason` and `fieldPath`.
+//! `optionalOldSelf`), with `message`, `messageExpression`, `reason` and `fieldPath`; and calls
+//! of Kubernetes' CEL libraries (strings, regex, lists, sets, quantity, ip, cidr, url, semver,
+//! format).
 
 use super::schemas::{Shape, shape};
 use crate::support::pick;
@@ -187,7 +189,8 @@ fn message_expression(rng: &mut StdRng, s: &Value, transition: bool, optional: b
 pub fn pred(rng: &mut StdRng, e: &str, s: &Value, d: usize) -> String {
     let n = rng.gen_range(-1..=10);
     match shape(s) {
-        Shape::Int => match rng.gen_range(0..6) {
+        Shape::Int => match rng.gen_range(0..7) {
+            6 => format!("[{e}, {n}].max() == {e} || [{e}, {n}].min() == {e}"),
             0 => format!("{e} >= {n}"),
             1 => format!("{e} < {n}"),
             2 => format!("{e} % 2 == 0"),
@@ -199,6 +202,7 @@ pub fn pred(rng: &mut StdRng, e: &str, s: &Value, d: usize) -> String {
             "{e} {}",
             pick(rng, &["> 1.5", "<= 2.0", "> 1", "!= 0.5", "== 1.5"])
         ),
+        Shape::Str if rng.gen_bool(0.4) => library_pred(rng, e),
         Shape::Str => match rng.gen_range(0..10) {
             0 => format!("{e}.startsWith('a')"),
             1 => format!("{e}.endsWith('c')"),
@@ -274,6 +278,9 @@ pub fn pred(rng: &mut StdRng, e: &str, s: &Value, d: usize) -> String {
             }
             let mut p = || pred(rng, &x, items, d + 1);
             let (a, b, c) = (p(), p(), p());
+            if rng.gen_bool(0.25) {
+                return list_library_pred(rng, e, items);
+            }
             match rng.gen_range(0..7) {
                 0 => format!("size({e}) <= {}", n.max(0)),
                 1 => format!("{e}.all({x}, {a})"),
@@ -286,4 +293,70 @@ pub fn pred(rng: &mut StdRng, e: &str, s: &Value, d: usize) -> String {
         }
         Shape::Object(_) | Shape::Any => format!("{e} == {e}"),
     }
+}
+
+/// A predicate about string `e` through Kubernetes' CEL libraries (strings, regex, quantity,
+/// ip, cidr, url, semver, format).
+fn library_pred(rng: &mut StdRng, e: &str) -> String {
+    let t = *pick(
+        rng,
+        &[
+            "{e}.lowerAscii() == {e}",
+            "{e}.upperAscii() != {e}",
+            "{e}.indexOf('b') >= 1",
+            "{e}.lastIndexOf('.') > 0",
+            "{e}.split('.').size() == 3",
+            "{e}.replace('a', 'bb').size() > 3",
+            "{e}.trim() == {e}",
+            "{e}.substring(0, 1) == 'a'",
+            "{e}.charAt(0) == 'a'",
+            "['x', {e}].join('-').endsWith('c')",
+            "'%s-%d'.format([{e}, 1]).startsWith('a')",
+            "{e}.find('[0-9]+') != ''",
+            "{e}.findAll('[a-c]').size() >= 2",
+            "isQuantity({e}) && quantity({e}).isLessThan(quantity('2'))",
+            "isQuantity({e}) ? quantity({e}).compareTo(quantity('100m')) >= 0 : true",
+            "!isQuantity({e}) || quantity({e}).add(quantity('1')).isGreaterThan(quantity('0'))",
+            "isIP({e}) ? ip({e}).family() == 4 : true",
+            "isIP({e}) && ip({e}).isLoopback()",
+            "isCIDR({e}) && cidr({e}).containsIP('10.1.2.3')",
+            "!isCIDR({e}) || cidr({e}).prefixLength() <= 16",
+            "isURL({e}) && url({e}).getScheme() == 'https'",
+            "!isURL({e}) || url({e}).getHostname() != 'example.com'",
+            "isSemver({e}, true) && semver({e}, true).isLessThan(semver('2.0.0'))",
+            "!isSemver({e}) || semver({e}).major() == 1",
+            "!format.dns1123Label().validate({e}).hasValue()",
+            "format.named('qualifiedName').value().validate({e}).hasValue()",
+        ],
+    );
+    t.replace("{e}", e)
+}
+
+/// A predicate about list `e` of items `items` through the lists and sets libraries.
+fn list_library_pred(rng: &mut StdRng, e: &str, items: &Value) -> String {
+    let mut options = vec![
+        "sets.equivalent({e}, {e})",
+        "sets.contains({e}, {e}.slice(0, 0))",
+        "{e}.distinct().size() == size({e})",
+        "{e}.reverse().size() == size({e})",
+        "size({e}) == 0 || {e}.indexOf({e}[0]) == 0",
+        "size({e}) == 0 || {e}.lastIndexOf({e}[0]) >= 0",
+    ];
+    match shape(items) {
+        Shape::Int => options.extend([
+            "{e}.isSorted()",
+            "size({e}) == 0 || {e}.sum() >= 0",
+            "size({e}) == 0 || {e}.min() <= {e}.max()",
+            "{e}.sort() == {e}",
+            "sets.intersects({e}, [1, 2])",
+        ]),
+        Shape::Str => options.extend([
+            "{e}.isSorted()",
+            "size({e}) == 0 || {e}.max() != 'root'",
+            "{e}.join(',').size() < 20",
+            "sets.contains(['a', 'ab', 'abc', 'b'], {e})",
+        ]),
+        _ => {}
+    }
+    pick(rng, &options).replace("{e}", e)
 }
