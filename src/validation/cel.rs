@@ -79,6 +79,8 @@ struct Read {
     unsupported: Option<&'static str>,
     /// Calls a function of the lists extension (`distinct()`, `sort()`, ...).
     lists_extension: bool,
+    /// Prints or converts values to strings (`format`, `string()`).
+    prints_strings: bool,
 }
 
 impl Rule {
@@ -106,6 +108,7 @@ impl Rule {
             compares: self.rule.contains("==") || self.rule.contains("!="),
             unsupported: super::cel_lib::unsupported(&self.rule),
             lists_extension: super::cel_lib::calls_lists_extension(&self.rule),
+            prints_strings: self.rule.contains(".format(") || self.rule.contains("string("),
         })
     }
 
@@ -461,6 +464,17 @@ impl Walk {
                 );
                 continue;
             }
+            if read.prints_strings
+                && (cel_value::holds_non_utf8_bytes(v, s)
+                    || old.is_some_and(|o| cel_value::holds_non_utf8_bytes(o, s)))
+            {
+                self.skipped(
+                    path,
+                    rule,
+                    "it prints values holding bytes that are not UTF-8, which cel-go refuses with an error fieldguard does not reproduce",
+                );
+                continue;
+            }
             // The caller gave up (a request's deadline): the rest is not evaluated, and each
             // rule left costs a clock read.
             if crate::deadline::current_expired() {
@@ -780,6 +794,20 @@ mod tests {
         // Elsewhere a missing field is the server's `no such key` refusal.
         let s = spec_schema(&["size(self.ints) == 0"]);
         assert_eq!(evaluate(&spec_obj("{x: a}"), None, &s).errors.len(), 1);
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_not_printed() {
+        let s = "{type: object, properties: {spec: {type: object, properties: {mode: {type: string, format: byte, x-kubernetes-validations: [{rule: \"'%s'.format([self]) != ''\"}, {rule: \"size(self) == 3\"}]}}}}}";
+        let s = Structural::from_value(&parse_one(s).unwrap(), None);
+        // "root" decodes to 0xae 0x8a 0x2d: cel-go refuses to print it.
+        let o = evaluate(&obj("root"), None, &s);
+        assert!(o.errors.is_empty(), "{o:?}");
+        assert_eq!(o.not_evaluated.len(), 1, "{o:?}");
+        assert!(o.not_evaluated[0].contains("not UTF-8"), "{o:?}");
+        // "YWJj" is "abc": printed.
+        let o = evaluate(&obj("YWJj"), None, &s);
+        assert!(o.errors.is_empty() && o.not_evaluated.is_empty(), "{o:?}");
     }
 
     /// A schema whose `spec` carries `rules` and has `items` (objects with a `name`),

@@ -117,6 +117,36 @@ pub(super) fn holds_unknown_fields(v: &Value, s: &Structural) -> bool {
     }
 }
 
+/// Whether `v` holds, at or below it, a `format: byte` string whose bytes are not UTF-8: cel-go
+/// refuses to print or convert such bytes as a string (`format`, `string()`), with an error
+/// fieldguard does not reproduce (seed 1796650537).
+pub(super) fn holds_non_utf8_bytes(v: &Value, s: &Structural) -> bool {
+    match v {
+        Value::String(x) if s.format.as_deref() == Some("byte") => {
+            use base64::Engine;
+            base64::engine::general_purpose::URL_SAFE
+                .decode(x.as_bytes())
+                .is_ok_and(|b| std::str::from_utf8(&b).is_err())
+        }
+        Value::Map(m) => {
+            m.iter().any(
+                |(k, child)| match s.properties.iter().find(|(n, _)| n == k) {
+                    Some((_, cs)) => holds_non_utf8_bytes(child, cs),
+                    None => s
+                        .additional
+                        .as_deref()
+                        .is_some_and(|a| holds_non_utf8_bytes(child, a)),
+                },
+            )
+        }
+        Value::List(items) => s
+            .items
+            .as_deref()
+            .is_some_and(|is| items.iter().any(|i| holds_non_utf8_bytes(i, is))),
+        _ => false,
+    }
+}
+
 /// The schemas `WithTypeAndObjectMeta` gives a resource's `apiVersion`, `kind`, `metadata`.
 fn type_and_meta_schema(name: &str) -> Option<Structural> {
     let string = || Structural {
