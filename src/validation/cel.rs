@@ -12,11 +12,11 @@
 //! Evaluated with the `cel` crate (standard CEL and its macros, timestamps and durations,
 //! optional values) on values typed by the schema ([`super::cel_value`]: escaped property
 //! names, formats, set and map list equality), with `matches` read as Go reads a regular
-//! expression ([`super::re2`]). A rule with `optionalOldSelf` runs on create too, `oldSelf`
-//! then `optional.none()`. What fieldguard cannot evaluate — Kubernetes' own CEL libraries
-//! (`isURL`, `quantity`, `ip`, ...), a value it cannot convert, anything that fails to compile
-//! or evaluate otherwise — is reported as not evaluated, never guessed; a missing field is the
-//! server's `no such key` error.
+//! expression ([`super::re2`]), and Kubernetes' CEL libraries ([`super::cel_lib`]). A rule
+//! with `optionalOldSelf` runs on create too, `oldSelf` then `optional.none()`. What
+//! fieldguard cannot evaluate — a use of a library it does not reproduce, a value it cannot
+//! convert, anything that fails to compile or evaluate otherwise — is reported as not
+//! evaluated, never guessed; a missing field is the server's `no such key` error.
 //! A rule (or `messageExpression`) whose cost bound, computed before it runs (`cel_cost`),
 //! could pass the apiserver's per-expression limit or the object's budget is not evaluated.
 
