@@ -132,7 +132,7 @@ fn compare(n: usize, what: &str, live: &Fetched) {
     let with = targets(true, n);
     let without = targets(false, n);
     let (mut a, mut b) = (Vec::new(), Vec::new());
-    for _ in 0..9 {
+    for _ in 0..25 {
         let (t, rejected) = predict(&with, live);
         assert_eq!(rejected, 0, "the bench's objects satisfy every rule");
         a.push(t);
@@ -141,7 +141,7 @@ fn compare(n: usize, what: &str, live: &Fetched) {
     let (a, b) = (median(a), median(b));
     let share = (a.as_secs_f64() - b.as_secs_f64()) / a.as_secs_f64();
     println!(
-        "{n} custom resources (a CRD of 20 rules), {what}, predicted as PredictConflicts does; medians of 9, alternating:"
+        "{n} custom resources (a CRD of 20 rules), {what}, predicted as PredictConflicts does; medians of 25, alternating:"
     );
     println!(
         "  with the rules    {:.1} ms ({:.1} µs an object)",

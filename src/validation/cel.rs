@@ -21,7 +21,7 @@
 //! could pass the apiserver's per-expression limit or the object's budget is not evaluated.
 
 use super::cel_value::{self, Cel};
-use super::{FieldError, cel_cost, re2};
+use super::{FieldError, cel_cost, cel_fast, re2};
 use crate::value::gofmt::{format_float_v, quote};
 use crate::value::{Map, Value};
 use cel::common::types::{CelBool, CelOptional, CelString};
@@ -71,6 +71,8 @@ pub struct Rule {
 #[derive(Clone, Debug)]
 struct Read {
     program: Option<Arc<cel::Program>>,
+    /// The rule compiled for the fast path, where it covers the rule.
+    fast: Option<Arc<cel_fast::Program>>,
     transition: bool,
     reads_old_value: bool,
     reads_old_fields: bool,
@@ -81,6 +83,32 @@ struct Read {
     lists_extension: bool,
     /// Prints or converts values to strings (`format`, `string()`).
     prints_strings: bool,
+}
+
+/// Cost bounds by program and data sizes, per thread (objects of a CRD are much alike, and the
+/// bound of a rule is a pure function of both); the program is held so that its address names
+/// it while it is here. At most [`BOUNDS`] kept, all dropped when full.
+type Bounds = rustc_hash::FxHashMap<(usize, cel_cost::Data), (Arc<cel::Program>, cel_cost::Bound)>;
+thread_local! {
+    static BOUNDS_SEEN: std::cell::RefCell<Bounds> = std::cell::RefCell::new(Bounds::default());
+}
+const BOUNDS: usize = 4096;
+
+/// The cost bound of `program` on data of sizes `data`.
+fn bound_of(program: &Arc<cel::Program>, data: cel_cost::Data) -> cel_cost::Bound {
+    let key = (Arc::as_ptr(program) as usize, data);
+    if let Some(b) = BOUNDS_SEEN.with(|m| m.borrow().get(&key).map(|(_, b)| *b)) {
+        return b;
+    }
+    let b = cel_cost::bound(program.expression(), data);
+    BOUNDS_SEEN.with(|m| {
+        let mut m = m.borrow_mut();
+        if m.len() >= BOUNDS {
+            m.clear();
+        }
+        m.insert(key, (program.clone(), b));
+    });
+    b
 }
 
 impl Rule {
@@ -98,17 +126,27 @@ impl Rule {
     }
 
     fn read(&self) -> &Read {
-        self.read.get_or_init(|| Read {
-            program: compiled(&self.rule),
-            transition: self.uses_old_self(),
-            reads_old_value: reads_untyped_old_value(&self.rule),
-            reads_old_fields: ["oldSelf.value()", "oldSelf.orValue("]
-                .iter()
-                .any(|r| self.rule.contains(r)),
-            compares: self.rule.contains("==") || self.rule.contains("!="),
-            unsupported: super::cel_lib::unsupported(&self.rule),
-            lists_extension: super::cel_lib::calls_lists_extension(&self.rule),
-            prints_strings: self.rule.contains(".format(") || self.rule.contains("string("),
+        self.read.get_or_init(|| {
+            let program = compiled(&self.rule);
+            let unsupported = super::cel_lib::unsupported(&self.rule);
+            let fast = program
+                .as_deref()
+                .filter(|_| !self.optional_old_self && unsupported.is_none())
+                .and_then(|p| cel_fast::compile(p.expression()))
+                .map(Arc::new);
+            Read {
+                program,
+                fast,
+                transition: self.uses_old_self(),
+                reads_old_value: reads_untyped_old_value(&self.rule),
+                reads_old_fields: ["oldSelf.value()", "oldSelf.orValue("]
+                    .iter()
+                    .any(|r| self.rule.contains(r)),
+                compares: self.rule.contains("==") || self.rule.contains("!="),
+                unsupported,
+                lists_extension: super::cel_lib::calls_lists_extension(&self.rule),
+                prints_strings: self.rule.contains(".format(") || self.rule.contains("string("),
+            }
         })
     }
 
@@ -183,8 +221,13 @@ pub fn evaluate(new: &Value, old: Option<&Value>, schema: &super::Structural) ->
         }
         Value::Map(out)
     };
-    let (new_root, old_root) = (root(new), old.map(root));
-    w.node(&new_root, old_root.as_ref(), false, schema, "", true);
+    // Only the root's own rules see it trimmed; its children are the object's.
+    if schema.rules.is_empty() {
+        w.node(new, old, false, schema, "", true);
+    } else {
+        let (new_root, old_root) = (root(new), old.map(root));
+        w.node(&new_root, old_root.as_ref(), false, schema, "", true);
+    }
     w.out
 }
 
@@ -311,11 +354,10 @@ impl Walk {
         }
     }
 
-    /// Why `program` is not to be run on data of sizes `data`, if it is not: its cost is
-    /// bounded first (the evaluator can be neither metered nor interrupted); otherwise its
-    /// bound is charged to the object's budget.
-    fn unaffordable(&mut self, program: &cel::Program, data: cel_cost::Data) -> Option<String> {
-        let b = cel_cost::bound(program.expression(), data);
+    /// Why a program of cost bound `b` (on the data it is to run on) is not to be run, if it
+    /// is not: its cost is bounded first (the evaluator can be neither metered nor
+    /// interrupted); otherwise its bound is charged to the object's budget.
+    fn unaffordable(&mut self, b: cel_cost::Bound) -> Option<String> {
         if b.cost > cel_cost::PER_CALL_LIMIT {
             return Some(format!(
                 "its cost could pass the apiserver's per-rule limit of {} (estimated up to {}): not evaluated here",
@@ -354,7 +396,7 @@ impl Walk {
         root: bool,
     ) {
         // A rule on a nullable field validates its non-null values only.
-        if v.is_null() {
+        if v.is_null() || s.no_rules_below {
             return;
         }
         let old = old.filter(|o| !o.is_null());
@@ -410,25 +452,33 @@ impl Walk {
         root: bool,
     ) {
         let ty = s.ty.clone().unwrap_or_default();
-        let convert = |x: &Value| {
-            if root {
-                cel_value::root_to_cel(x, s)
-            } else {
-                cel_value::to_cel(x, s)
-            }
-        };
-        let this = convert(v);
-        let previous = old.map(convert);
         let data = cel_cost::Data::of(&[Some(v), old].into_iter().flatten().collect::<Vec<_>>());
-        let mut plain_ctx: Option<cel::Context> = None;
-        let mut optional_ctx: Option<cel::Context> = None;
+        let mut bound = Bound {
+            v,
+            old,
+            s,
+            root,
+            this: None,
+            previous: None,
+            plain: None,
+            optional: None,
+        };
+        let this_convertible = cel_value::convertible(v, s, root);
+        let old_convertible = old.map(|o| cel_value::convertible(o, s, root));
+        let unknown_fields = std::cell::OnceCell::new();
+        let holds_unknown_fields = || {
+            *unknown_fields.get_or_init(|| {
+                cel_value::holds_unknown_fields(v, s)
+                    || old.is_some_and(|o| cel_value::holds_unknown_fields(o, s))
+            })
+        };
         for rule in &s.rules {
             if rule.rule.trim().is_empty() {
                 continue;
             }
             let read = rule.read();
             let transition = read.transition;
-            if transition && previous.is_none() && !rule.optional_old_self {
+            if transition && old.is_none() && !rule.optional_old_self {
                 continue;
             }
             // Under optionalOldSelf the server gives `oldSelf.value()` untyped (an object's
@@ -453,10 +503,7 @@ impl Walk {
                 );
                 continue;
             }
-            if read.compares
-                && (cel_value::holds_unknown_fields(v, s)
-                    || old.is_some_and(|o| cel_value::holds_unknown_fields(o, s)))
-            {
+            if read.compares && holds_unknown_fields() {
                 self.skipped(
                     path,
                     rule,
@@ -481,88 +528,67 @@ impl Walk {
                 self.skipped(path, rule, "the deadline passed before it was evaluated");
                 continue;
             }
-            let this = match &this {
-                Ok(t) => t,
-                Err(e) => {
-                    self.skipped(
-                        path,
-                        rule,
-                        &format!("the value cannot be given to CEL as the apiserver gives it: {e}"),
-                    );
-                    continue;
-                }
-            };
-            let previous: Option<&Cel> = match &previous {
-                Some(Ok(p)) => Some(p),
-                Some(Err(e)) => {
-                    if transition || rule.optional_old_self {
-                        self.skipped(path, rule, &format!("the old value cannot be given to CEL as the apiserver gives it: {e}"));
-                        continue;
-                    }
-                    None
-                }
-                None => None,
-            };
+            if !this_convertible {
+                let e = bound.this().err().unwrap_or_default();
+                self.skipped(
+                    path,
+                    rule,
+                    &format!("the value cannot be given to CEL as the apiserver gives it: {e}"),
+                );
+                continue;
+            }
+            // An old value that cannot be converted leaves `oldSelf` unbound for the rules
+            // that do not name it.
+            let previous = old.filter(|_| old_convertible == Some(true));
+            if old_convertible == Some(false) && (transition || rule.optional_old_self) {
+                let e = bound.previous().err().unwrap_or_default();
+                self.skipped(
+                    path,
+                    rule,
+                    &format!("the old value cannot be given to CEL as the apiserver gives it: {e}"),
+                );
+                continue;
+            }
             if let Some(why) = read.unsupported {
                 self.skipped(path, rule, why);
                 continue;
             }
-            let Some(program) = read.program.as_deref() else {
+            let Some(program) = read.program.as_ref() else {
                 self.skipped(path, rule, "does not compile here");
                 continue;
             };
-            if let Some(why) = self.unaffordable(program, data) {
+            if let Some(why) = self.unaffordable(bound_of(program, data)) {
                 self.skipped(path, rule, &why);
                 continue;
             }
-            // One activation per node, shared by its rules (binding a value copies it). The
-            // activation of `messageExpression` binds `oldSelf` plainly, even for a rule with
-            // `optionalOldSelf` (upstream evaluates it with `activation`).
-            let ctx: &cel::Context = plain_ctx.get_or_insert_with(|| {
-                let mut ctx = cel::Context::with_env(ENV.clone());
-                ctx.add_variable_as_val("self", this.clone());
-                if let Some(p) = previous {
-                    ctx.add_variable_as_val("oldSelf", p.clone());
+            let fast = read
+                .fast
+                .as_ref()
+                .and_then(|f| cel_fast::run(f, v, previous, s, root));
+            let verdict = match fast {
+                Some(verdict) => {
+                    if cfg!(debug_assertions) {
+                        let crate_says = bound.run(program, rule.optional_old_self);
+                        assert!(
+                            crate_says == Ran::Verdict(verdict.clone()),
+                            "the fast path of rule {:?} said {verdict:?} where the cel crate says {crate_says:?}",
+                            rule.rule
+                        );
+                    }
+                    verdict
                 }
-                ctx
-            });
-            let rule_ctx: &cel::Context = if rule.optional_old_self {
-                optional_ctx.get_or_insert_with(|| {
-                    let mut ctx = cel::Context::with_env(ENV.clone());
-                    ctx.add_variable_as_val("self", this.clone());
-                    let old_self = match previous {
-                        Some(p) => CelOptional::of(p.clone()),
-                        None => CelOptional::none(),
-                    };
-                    ctx.add_variable_as_val("oldSelf", Box::new(old_self));
-                    ctx
-                })
-            } else {
-                ctx
+                None => match bound.run(program, rule.optional_old_self) {
+                    Ran::Verdict(verdict) => verdict,
+                    Ran::Skipped(why) => {
+                        self.skipped(path, rule, &why);
+                        continue;
+                    }
+                },
             };
-            cel_value::take_undecided();
-            super::cel_lib::take_undecided();
-            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                program.execute(rule_ctx)
-            }));
-            let undecided = cel_value::take_undecided()
-                .or_else(|| super::cel_lib::take_undecided().map(str::to_string));
-            if let Some(why) = undecided {
-                self.skipped(path, rule, &why);
-                continue;
-            }
-            let Ok(result) = run else {
-                self.skipped(path, rule, "the evaluator failed");
-                continue;
-            };
-            let failed = match result {
-                Ok(cel::Value::Bool(true)) => continue,
-                Ok(cel::Value::Bool(false)) => None,
-                Ok(_) => {
-                    self.skipped(path, rule, "not a boolean");
-                    continue;
-                }
-                Err(cel::ExecutionError::NoSuchKey(_)) if read.lists_extension => {
+            let failed = match verdict {
+                Ok(true) => continue,
+                Ok(false) => None,
+                Err(_) if read.lists_extension => {
                     // cel-go hands the error to the function, which fails on it with an
                     // "internal error: interface conversion" of its own (seed 1796649143).
                     self.skipped(
@@ -572,14 +598,10 @@ impl Walk {
                     );
                     continue;
                 }
-                Err(cel::ExecutionError::NoSuchKey(k)) => Some(format!(
+                Err(k) => Some(format!(
                     "no such key: {k} evaluating rule: {}",
                     rule.error_string()
                 )),
-                Err(e) => {
-                    self.skipped(path, rule, &e.to_string());
-                    continue;
-                }
             };
             let at = if rule.field_path.trim().is_empty() {
                 path.to_string()
@@ -620,7 +642,7 @@ impl Walk {
                 continue;
             }
             let detail = self
-                .message_expression(rule, ctx, path, data)
+                .message_expression(rule, &mut bound, path, data)
                 .unwrap_or_else(|| match rule.message.trim() {
                     "" => format!("failed rule: {}", rule.error_string()),
                     m => m.to_string(),
@@ -640,7 +662,7 @@ impl Walk {
     fn message_expression(
         &mut self,
         rule: &Rule,
-        ctx: &cel::Context<'_, '_>,
+        bound: &mut Bound<'_>,
         path: &str,
         data: cel_cost::Data,
     ) -> Option<String> {
@@ -649,7 +671,9 @@ impl Walk {
         }
         let program = self.program(&rule.message_expression)?;
         let unsupported = super::cel_lib::unsupported(&rule.message_expression).map(str::to_string);
-        if let Some(why) = unsupported.or_else(|| self.unaffordable(&program, data)) {
+        if let Some(why) =
+            unsupported.or_else(|| self.unaffordable(cel_cost::bound(program.expression(), data)))
+        {
             let at = if path.is_empty() { "<root>" } else { path };
             let n = format!(
                 "{at}: messageExpression {:?} not evaluated ({why}); the rule's other message is shown",
@@ -660,6 +684,9 @@ impl Walk {
             }
             return None;
         }
+        // The activation of `messageExpression` binds `oldSelf` plainly, even for a rule with
+        // `optionalOldSelf` (upstream evaluates it with `activation`).
+        let ctx = bound.context(false).ok()?;
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| program.execute(ctx)));
         match run.ok()? {
             Ok(cel::Value::String(s)) => {
@@ -667,6 +694,124 @@ impl Walk {
                 (!t.is_empty() && !t.contains('\n') && t.len() <= 5 * 1024).then(|| t.to_string())
             }
             _ => None,
+        }
+    }
+}
+
+/// A node's values as the `cel` crate is given them, converted when a rule first needs them
+/// (the fast path reads the object itself), and the activations of its rules: one for the
+/// node, shared by its rules (binding a value copies it).
+struct Bound<'v> {
+    v: &'v Value,
+    old: Option<&'v Value>,
+    s: &'v super::Structural,
+    root: bool,
+    this: Option<Result<Cel, String>>,
+    previous: Option<Option<Result<Cel, String>>>,
+    plain: Option<cel::Context<'static, 'static>>,
+    optional: Option<cel::Context<'static, 'static>>,
+}
+
+/// What the `cel` crate made of a rule: its verdict (or the key whose absence is its error),
+/// or why it is not evaluated.
+#[derive(Debug, PartialEq)]
+enum Ran {
+    Verdict(Result<bool, String>),
+    Skipped(String),
+}
+
+fn convert_at(x: &Value, s: &super::Structural, root: bool) -> Result<Cel, String> {
+    if root {
+        cel_value::root_to_cel(x, s)
+    } else {
+        cel_value::to_cel(x, s)
+    }
+}
+
+impl Bound<'_> {
+    fn this(&mut self) -> Result<&Cel, String> {
+        let (v, s, root) = (self.v, self.s, self.root);
+        self.this
+            .get_or_insert_with(|| convert_at(v, s, root))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    fn previous(&mut self) -> Result<Option<&Cel>, String> {
+        let (old, s, root) = (self.old, self.s, self.root);
+        match self
+            .previous
+            .get_or_insert_with(|| old.map(|o| convert_at(o, s, root)))
+        {
+            None => Ok(None),
+            Some(Ok(p)) => Ok(Some(p)),
+            Some(Err(e)) => Err(e.clone()),
+        }
+    }
+
+    /// The activation: `self`, and `oldSelf` plainly or (`optional`, for a rule with
+    /// `optionalOldSelf`) as an optional, `optional.none()` on create. An old value that
+    /// cannot be converted is left unbound (the rules naming it are not evaluated).
+    fn context(&mut self, optional: bool) -> Result<&cel::Context<'static, 'static>, String> {
+        let ready = if optional {
+            self.optional.is_some()
+        } else {
+            self.plain.is_some()
+        };
+        let fresh = if ready {
+            None
+        } else {
+            let this = self.this()?.clone();
+            let previous = self.previous().ok().flatten().cloned();
+            let mut ctx = cel::Context::with_env(ENV.clone());
+            ctx.add_variable_as_val("self", this);
+            match (optional, previous) {
+                (false, Some(p)) => ctx.add_variable_as_val("oldSelf", p),
+                (false, None) => {}
+                (true, Some(p)) => {
+                    ctx.add_variable_as_val("oldSelf", Box::new(CelOptional::of(p)));
+                }
+                (true, None) => {
+                    ctx.add_variable_as_val("oldSelf", Box::new(CelOptional::none()));
+                }
+            }
+            Some(ctx)
+        };
+        let slot = if optional {
+            &mut self.optional
+        } else {
+            &mut self.plain
+        };
+        match fresh {
+            Some(ctx) => Ok(slot.insert(ctx)),
+            None => slot.as_ref().ok_or_else(String::new),
+        }
+    }
+
+    /// Runs `program` on the `cel` crate.
+    fn run(&mut self, program: &cel::Program, optional: bool) -> Ran {
+        let ctx = match self.context(optional) {
+            Ok(ctx) => ctx,
+            Err(e) => {
+                return Ran::Skipped(format!(
+                    "the value cannot be given to CEL as the apiserver gives it: {e}"
+                ));
+            }
+        };
+        cel_value::take_undecided();
+        super::cel_lib::take_undecided();
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| program.execute(ctx)));
+        let undecided = cel_value::take_undecided()
+            .or_else(|| super::cel_lib::take_undecided().map(str::to_string));
+        if let Some(why) = undecided {
+            return Ran::Skipped(why);
+        }
+        match run {
+            Err(_) => Ran::Skipped("the evaluator failed".into()),
+            Ok(Ok(cel::Value::Bool(b))) => Ran::Verdict(Ok(b)),
+            Ok(Ok(_)) => Ran::Skipped("not a boolean".into()),
+            Ok(Err(cel::ExecutionError::NoSuchKey(k))) => Ran::Verdict(Err(k.to_string())),
+            Ok(Err(e)) => Ran::Skipped(e.to_string()),
         }
     }
 }

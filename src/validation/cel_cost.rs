@@ -26,7 +26,7 @@ pub const RUNTIME_BUDGET: u64 = 10_000_000;
 pub const MAX_COLLECTION: u64 = 1_000_000;
 
 /// The sizes of the data a rule sees.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Data {
     /// The largest length of any list, map or string (in bytes) reachable.
     pub n: u64,

@@ -87,6 +87,65 @@ fn convert(v: &Value, s: &Structural, type_and_meta: bool) -> Result<Cel, String
     }
 }
 
+/// Whether [`to_cel`] (`type_and_meta`: [`root_to_cel`]) converts `v` without an error, told
+/// without building the value: the fast path ([`super::cel_fast`]) reads the object itself, but
+/// a value the crate cannot be given leaves its rules not evaluated all the same.
+pub(super) fn convertible(v: &Value, s: &Structural, type_and_meta: bool) -> bool {
+    if v.is_null() {
+        return s.nullable;
+    }
+    if s.int_or_string {
+        return matches!(v, Value::String(_) | Value::Int(_));
+    }
+    match (s.ty.as_deref(), v) {
+        (Some("object"), Value::Map(m)) => {
+            let type_and_meta = type_and_meta || s.embedded;
+            let is_object = type_and_meta || !s.properties.is_empty();
+            m.iter().all(|(k, child)| {
+                let meta = type_and_meta.then(|| type_and_meta_schema(k)).flatten();
+                let prop = meta
+                    .as_ref()
+                    .or_else(|| s.properties.iter().find(|(n, _)| n == k).map(|(_, c)| c));
+                if is_object {
+                    match prop {
+                        Some(ps) if !child.is_null() => convertible(child, ps, false),
+                        _ => true,
+                    }
+                } else {
+                    s.additional
+                        .as_deref()
+                        .is_none_or(|ps| convertible(child, ps, false))
+                }
+            })
+        }
+        (Some("array"), Value::List(l)) => {
+            let Some(items) = s.items.as_deref() else {
+                return false;
+            };
+            matches!(
+                s.list_type.as_deref(),
+                None | Some("atomic" | "set" | "map")
+            ) && l.iter().all(|e| convertible(e, items, false))
+        }
+        (Some("string"), Value::String(x)) => match s.format.as_deref() {
+            Some("duration") => go_duration(x).is_some(),
+            Some("date") => x.len() == 10 && date_time(&format!("{x}T00:00:00Z")).is_some(),
+            Some("date-time") => x.is_empty() || date_time(x).is_some(),
+            Some("byte") => {
+                use base64::Engine;
+                base64::engine::general_purpose::URL_SAFE
+                    .decode(x.as_bytes())
+                    .is_ok()
+            }
+            _ => true,
+        },
+        (Some("number"), Value::Int(_) | Value::Float(_))
+        | (Some("integer"), Value::Int(_))
+        | (Some("boolean"), Value::Bool(_)) => true,
+        _ => false,
+    }
+}
+
 /// Whether `v` holds, at or below it, fields kept by x-kubernetes-preserve-unknown-fields that
 /// its schema does not declare, or null fields: a rule cannot read them, but the server's
 /// equality of such objects compares them, which fieldguard's values (without them) do not

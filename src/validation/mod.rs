@@ -16,6 +16,7 @@
 
 mod cel;
 mod cel_cost;
+mod cel_fast;
 mod cel_lib;
 mod cel_value;
 pub mod config_data;

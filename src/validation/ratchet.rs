@@ -109,6 +109,7 @@ fn shallow(s: &Structural) -> Structural {
         junctors: s.junctors,
         default: None,
         defaults_below: false,
+        no_rules_below: false,
     }
 }
 

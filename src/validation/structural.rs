@@ -50,6 +50,9 @@ pub struct Structural {
     pub default: Option<Value>,
     /// Whether this node or one below it has a default (defaulting skips subtrees without).
     pub defaults_below: bool,
+    /// Known to have no `x-kubernetes-validations` rule at or below it (the rules' walk skips
+    /// such subtrees; `false`, the default, only says it may have some).
+    pub no_rules_below: bool,
 }
 
 impl Structural {
@@ -177,7 +180,12 @@ impl Structural {
             // A `null` default is none (Go's `Default.Object == nil`).
             default: m.get("default").filter(|d| !d.is_null()).cloned(),
             defaults_below: false,
+            no_rules_below: false,
         };
+        s.no_rules_below = s.rules.is_empty()
+            && s.properties.iter().all(|(_, p)| p.no_rules_below)
+            && s.additional.as_ref().is_none_or(|a| a.no_rules_below)
+            && s.items.as_ref().is_none_or(|i| i.no_rules_below);
         s.defaults_below = s.default.is_some()
             || s.properties.iter().any(|(_, p)| p.defaults_below)
             || s.additional.as_ref().is_some_and(|a| a.defaults_below)

@@ -234,6 +234,10 @@ impl Map {
     pub fn into_entries(self) -> Vec<(Str, Value)> {
         self.entries
     }
+    /// The entries, in their order.
+    pub fn entries(&self) -> &[(Str, Value)] {
+        &self.entries
+    }
     pub fn entries_mut(&mut self) -> &mut Vec<(Str, Value)> {
         &mut self.entries
     }
