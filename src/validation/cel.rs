@@ -223,13 +223,17 @@ pub fn evaluate(new: &Value, old: Option<&Value>, schema: &super::Structural) ->
     };
     // Only the root's own rules see it trimmed; its children are the object's.
     if schema.rules.is_empty() {
-        w.node(new, old, false, schema, "", true);
+        w.node(new, old, None, schema, "", true);
     } else {
         let (new_root, old_root) = (root(new), old.map(root));
-        w.node(&new_root, old_root.as_ref(), false, schema, "", true);
+        w.node(&new_root, old_root.as_ref(), None, schema, "", true);
     }
     w.out
 }
+
+/// Whether errors raised at a node are dropped by ratcheting: the nearest correlated value (a
+/// new value, its old one, their schema) is unchanged; `None`: never.
+type Ratchet<'v> = Option<(&'v Value, &'v Value, &'v super::Structural)>;
 
 struct Walk {
     out: Outcome,
@@ -383,14 +387,14 @@ impl Walk {
     }
 
     /// Evaluates the rules of `s` at `v` and below. `old` is the value correlated with `v` in
-    /// the stored object (upstream's `CorrelatedObject`); `ratchet` whether errors raised here
-    /// are dropped (`shouldRatchetError`): `v` equals its correlated old value, or, without
-    /// one, the nearest correlated ancestor equals its own.
+    /// the stored object (upstream's `CorrelatedObject`); `ratchet` decides whether errors
+    /// raised here are dropped (`shouldRatchetError`): `v` equals its correlated old value, or,
+    /// without one, the nearest correlated ancestor equals its own.
     fn node(
         &mut self,
         v: &Value,
         old: Option<&Value>,
-        ratchet: bool,
+        ratchet: Ratchet<'_>,
         s: &super::Structural,
         path: &str,
         root: bool,
@@ -402,7 +406,8 @@ impl Walk {
         let old = old.filter(|o| !o.is_null());
         // The server's equality of correlated values; the root is never unchanged.
         let ratchet = match old {
-            Some(o) => !root && super::ratchet::unchanged(v, o, s),
+            Some(_) if root => None,
+            Some(o) => Some((v, o, s)),
             None => ratchet,
         };
         if !s.rules.is_empty() {
@@ -446,11 +451,18 @@ impl Walk {
         &mut self,
         v: &Value,
         old: Option<&Value>,
-        ratchet: bool,
+        ratchet: Ratchet<'_>,
         s: &super::Structural,
         path: &str,
         root: bool,
     ) {
+        // Decided when a rule first fails (most never do).
+        let unchanged = std::cell::OnceCell::new();
+        let ratcheted = || {
+            *unchanged.get_or_init(|| {
+                ratchet.is_some_and(|(n, o, rs)| super::ratchet::unchanged(n, o, rs))
+            })
+        };
         let ty = s.ty.clone().unwrap_or_default();
         let data = cel_cost::Data::of(&[Some(v), old].into_iter().flatten().collect::<Vec<_>>());
         let mut bound = Bound {
@@ -464,7 +476,10 @@ impl Walk {
             optional: None,
         };
         let this_convertible = cel_value::convertible(v, s, root);
-        let old_convertible = old.map(|o| cel_value::convertible(o, s, root));
+        // Read by the rules that name `oldSelf` only.
+        let old_ok = std::cell::OnceCell::new();
+        let old_convertible =
+            || *old_ok.get_or_init(|| old.map(|o| cel_value::convertible(o, s, root)));
         let unknown_fields = std::cell::OnceCell::new();
         let holds_unknown_fields = || {
             *unknown_fields.get_or_init(|| {
@@ -539,8 +554,9 @@ impl Walk {
             }
             // An old value that cannot be converted leaves `oldSelf` unbound for the rules
             // that do not name it.
-            let previous = old.filter(|_| old_convertible == Some(true));
-            if old_convertible == Some(false) && (transition || rule.optional_old_self) {
+            let names_old = transition || rule.optional_old_self;
+            let previous = old.filter(|_| names_old && old_convertible() == Some(true));
+            if names_old && old_convertible() == Some(false) {
                 let e = bound.previous().err().unwrap_or_default();
                 self.skipped(
                     path,
@@ -638,7 +654,7 @@ impl Walk {
                 continue;
             }
             // Ratcheting: a rule without oldSelf that fails on an unchanged value.
-            if !transition && ratchet {
+            if !transition && ratcheted() {
                 continue;
             }
             let detail = self
