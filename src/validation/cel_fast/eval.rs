@@ -1,320 +1,15 @@
-//! The fast path of CEL rules: the rules most CRDs carry (field selections, `has`, comparisons,
-//! arithmetic, `size`, `in`, the string tests, `matches`, `all`/`exists`/`exists_one`/`map`/
-//! `filter`) compiled once from the `cel` crate's AST into a tree that runs directly on
-//! fieldguard's values, typed by the schema as [`super::cel_value`] types them — without
-//! building a CEL value of the object first.
-//!
-//! It answers only where its answer is certain to be the crate's and the apiserver's: `true`,
-//! `false`, or the `no such key` error a missing field raises. Anything else — operands of mixed
-//! types, an overflow or a division by zero, two errors meeting, a string typed by its
-//! `format`, the root's `metadata`, a function it does not know — is `None`, and the rule runs
-//! on the `cel` crate ([`super::cel`]). Builds with debug assertions compare each of its
-//! answers with the crate's.
+//! The fast path's evaluation: a compiled rule run on the object's values as the schema types
+//! them, with cel-go's error absorption; `None` wherever the `cel` crate is to decide.
 
-use super::Structural;
-use super::escape::escape;
+use super::{Fold, Hints, Loop, Node, Op, Pattern, Program, find};
+use crate::validation::Structural;
 use crate::value::{Map, Value};
-use cel::common::ast::{Expr, IdedExpr, LiteralValue, operators};
-use regex::Regex;
 use std::borrow::Cow;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-
-/// A rule compiled for the fast path.
-#[derive(Debug)]
-pub(super) struct Program {
-    root: Node,
-    /// Variable slots: `self`, `oldSelf`, then two for each comprehension.
-    slots: usize,
-}
-
-#[derive(Debug)]
-enum Node {
-    Bool(bool),
-    Int(i64),
-    Uint(u64),
-    Double(f64),
-    Str(String),
-    Var(usize),
-    Select {
-        operand: Box<Node>,
-        field: String,
-        test: bool,
-        /// Where the field was found last: its property's index and its key's in the
-        /// object (objects of a CRD are much alike; a wrong hint costs a search).
-        hints: Hints,
-    },
-    Index(Box<Node>, Box<Node>),
-    List(Vec<Node>),
-    /// A list of literals (`['gold', 'silver']`), built once.
-    Literals(Vec<Node>),
-    And(Box<Node>, Box<Node>),
-    Or(Box<Node>, Box<Node>),
-    Not(Box<Node>),
-    Neg(Box<Node>),
-    NotStrictlyFalse(Box<Node>),
-    Cond(Box<Node>, Box<Node>, Box<Node>),
-    Binary(Op, Box<Node>, Box<Node>),
-    Size(Box<Node>),
-    Matches(Box<Node>, Pattern),
-    Comprehension(Box<Loop>),
-    Fold(Box<Fold>),
-}
-
-/// `range.all(x, pred)` (`or`: `exists`).
-#[derive(Debug)]
-struct Fold {
-    range: Node,
-    iter: usize,
-    pred: Node,
-    or: bool,
-}
-
-/// `l` as a [`Fold`] when it is the expansion of `all` or `exists`.
-fn folded(l: Loop) -> Node {
-    let accu = l.accu;
-    let is_accu = |n: &Node| matches!(n, Node::Var(v) if *v == accu);
-    let or = match (&l.init, &l.cond, &l.step) {
-        (Node::Bool(true), Node::NotStrictlyFalse(c), Node::And(a, _))
-            if is_accu(c) && is_accu(a) =>
-        {
-            false
-        }
-        (Node::Bool(false), Node::NotStrictlyFalse(c), Node::Or(a, _))
-            if matches!(&**c, Node::Not(n) if is_accu(n)) && is_accu(a) =>
-        {
-            true
-        }
-        _ => return Node::Comprehension(Box::new(l)),
-    };
-    if !is_accu(&l.result) {
-        return Node::Comprehension(Box::new(l));
-    }
-    match l.step {
-        Node::And(_, pred) | Node::Or(_, pred) => Node::Fold(Box::new(Fold {
-            range: l.range,
-            iter: l.iter,
-            pred: *pred,
-            or,
-        })),
-        step => Node::Comprehension(Box::new(Loop { step, ..l })),
-    }
-}
-
-#[derive(Debug, Default)]
-struct Hints {
-    property: AtomicUsize,
-    key: AtomicUsize,
-}
-
-/// The entry named `name` of `entries`, tried first at the index `hint` holds (and then kept
-/// there).
-fn find<'e, T: AsRef<str>, U>(
-    entries: &'e [(T, U)],
-    name: &str,
-    hint: &AtomicUsize,
-) -> Option<&'e (T, U)> {
-    let at = hint.load(Relaxed);
-    if let Some(e) = entries.get(at).filter(|(n, _)| n.as_ref() == name) {
-        return Some(e);
-    }
-    let (i, e) = entries
-        .iter()
-        .enumerate()
-        .find(|(_, (n, _))| n.as_ref() == name)?;
-    hint.store(i, Relaxed);
-    Some(e)
-}
-
-#[derive(Debug)]
-struct Loop {
-    range: Node,
-    iter: usize,
-    accu: usize,
-    init: Node,
-    cond: Node,
-    step: Node,
-    result: Node,
-}
-
-#[derive(Debug)]
-enum Pattern {
-    /// A literal pattern, compiled once (a pattern Go refuses leaves the rule to the crate).
-    Literal(Regex),
-    Dynamic(Box<Node>),
-}
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Op {
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Rem,
-    In,
-    StartsWith,
-    EndsWith,
-    Contains,
-}
-
-/// Compiles `expr` (the AST of a rule without `optionalOldSelf`), if the fast path covers it.
-pub(super) fn compile(expr: &IdedExpr) -> Option<Program> {
-    let mut c = Compiler {
-        scope: vec![("self".into(), 0), ("oldSelf".into(), 1)],
-        slots: 2,
-    };
-    let root = c.node(expr)?;
-    Some(Program {
-        root,
-        slots: c.slots,
-    })
-}
-
-struct Compiler {
-    /// The names in scope, innermost last, with their slots.
-    scope: Vec<(String, usize)>,
-    slots: usize,
-}
-
-impl Compiler {
-    fn boxed(&mut self, e: &IdedExpr) -> Option<Box<Node>> {
-        self.node(e).map(Box::new)
-    }
-
-    fn node(&mut self, e: &IdedExpr) -> Option<Node> {
-        Some(match &e.expr {
-            Expr::Literal(l) => match l {
-                LiteralValue::Boolean(b) => Node::Bool(*b.inner()),
-                LiteralValue::Int(i) => Node::Int(*i.inner()),
-                LiteralValue::UInt(u) => Node::Uint(*u.inner()),
-                LiteralValue::Double(d) => Node::Double(*d.inner()),
-                LiteralValue::String(s) => Node::Str(s.inner().to_string()),
-                LiteralValue::Null | LiteralValue::Bytes(_) => return None,
-            },
-            Expr::Ident(name) => {
-                let (_, slot) = self.scope.iter().rev().find(|(n, _)| n == name)?;
-                Node::Var(*slot)
-            }
-            Expr::Select(s) => {
-                // A name that is not its own escaped form (`__dash__`, a reserved word) is
-                // resolved by the crate's escaped keys.
-                if escape(&s.field).as_deref() != Some(s.field.as_str()) {
-                    return None;
-                }
-                Node::Select {
-                    operand: self.boxed(&s.operand)?,
-                    field: s.field.clone(),
-                    test: s.test,
-                    hints: Hints::default(),
-                }
-            }
-            Expr::List(l) if l.optional_indices.is_empty() => {
-                let items: Vec<Node> = l
-                    .elements
-                    .iter()
-                    .map(|x| self.node(x))
-                    .collect::<Option<_>>()?;
-                if items.iter().all(|n| literal(n).is_some()) {
-                    Node::Literals(items)
-                } else {
-                    Node::List(items)
-                }
-            }
-            Expr::Call(call) => self.call(&call.func_name, call.target.as_deref(), &call.args)?,
-            Expr::Comprehension(c) if c.iter_var2.is_none() => {
-                let range = self.node(&c.iter_range)?;
-                let init = self.node(&c.accu_init)?;
-                let (iter, accu) = (self.slots, self.slots + 1);
-                self.slots += 2;
-                self.scope.push((c.accu_var.clone(), accu));
-                self.scope.push((c.iter_var.clone(), iter));
-                let body = (|| Some((self.node(&c.loop_cond)?, self.node(&c.loop_step)?)))();
-                self.scope.pop();
-                let result = self.node(&c.result);
-                self.scope.pop();
-                let (cond, step) = body?;
-                folded(Loop {
-                    range,
-                    iter,
-                    accu,
-                    init,
-                    cond,
-                    step,
-                    result: result?,
-                })
-            }
-            _ => return None,
-        })
-    }
-
-    fn call(&mut self, name: &str, target: Option<&IdedExpr>, args: &[IdedExpr]) -> Option<Node> {
-        let binary = |op| -> Option<(Op, &IdedExpr, &IdedExpr)> {
-            match (target, args) {
-                (None, [a, b]) => Some((op, a, b)),
-                _ => None,
-            }
-        };
-        let method = |op| -> Option<(Op, &IdedExpr, &IdedExpr)> {
-            match (target, args) {
-                (Some(t), [a]) => Some((op, t, a)),
-                _ => None,
-            }
-        };
-        let op = match name {
-            operators::EQUALS => binary(Op::Eq),
-            operators::NOT_EQUALS => binary(Op::Ne),
-            operators::LESS => binary(Op::Lt),
-            operators::LESS_EQUALS => binary(Op::Le),
-            operators::GREATER => binary(Op::Gt),
-            operators::GREATER_EQUALS => binary(Op::Ge),
-            operators::ADD => binary(Op::Add),
-            operators::SUBSTRACT => binary(Op::Sub),
-            operators::MULTIPLY => binary(Op::Mul),
-            operators::DIVIDE => binary(Op::Div),
-            operators::MODULO => binary(Op::Rem),
-            operators::IN => binary(Op::In),
-            "startsWith" => method(Op::StartsWith),
-            "endsWith" => method(Op::EndsWith),
-            "contains" => method(Op::Contains),
-            _ => None,
-        };
-        if let Some((op, a, b)) = op {
-            return Some(Node::Binary(op, self.boxed(a)?, self.boxed(b)?));
-        }
-        Some(match (name, target, args) {
-            (operators::LOGICAL_AND, None, [a, b]) => Node::And(self.boxed(a)?, self.boxed(b)?),
-            (operators::LOGICAL_OR, None, [a, b]) => Node::Or(self.boxed(a)?, self.boxed(b)?),
-            (operators::LOGICAL_NOT, None, [a]) => Node::Not(self.boxed(a)?),
-            (operators::NEGATE, None, [a]) => Node::Neg(self.boxed(a)?),
-            (operators::NOT_STRICTLY_FALSE, None, [a]) => Node::NotStrictlyFalse(self.boxed(a)?),
-            (operators::CONDITIONAL, None, [c, a, b]) => {
-                Node::Cond(self.boxed(c)?, self.boxed(a)?, self.boxed(b)?)
-            }
-            (operators::INDEX, None, [a, b]) => Node::Index(self.boxed(a)?, self.boxed(b)?),
-            ("size", None, [a]) | ("size", Some(a), []) => Node::Size(self.boxed(a)?),
-            ("matches", None, [s, p]) | ("matches", Some(s), [p]) => {
-                let pattern = match &p.expr {
-                    Expr::Literal(LiteralValue::String(lit)) => {
-                        Pattern::Literal(super::re2::compile(lit.inner()).ok()?)
-                    }
-                    _ => Pattern::Dynamic(self.boxed(p)?),
-                };
-                Node::Matches(self.boxed(s)?, pattern)
-            }
-            _ => return None,
-        })
-    }
-}
 
 /// A value as a rule sees it, borrowed from the object (or the rule) where it can be.
 #[derive(Clone, Debug)]
-enum V<'a> {
+pub(super) enum V<'a> {
     Null,
     Bool(bool),
     Int(i64),
@@ -335,7 +30,7 @@ enum V<'a> {
 }
 
 /// The value of a literal node.
-fn literal(n: &Node) -> Option<V<'_>> {
+pub(super) fn literal(n: &Node) -> Option<V<'_>> {
     Some(match n {
         Node::Bool(b) => V::Bool(*b),
         Node::Int(i) => V::Int(*i),
@@ -364,7 +59,7 @@ type R<'a> = Result<V<'a>, E>;
 /// Runs `p` with `self` the value `this` of schema `s` (`root`: the custom resource itself)
 /// and `oldSelf` the correlated old value. `None`: the crate is to decide; otherwise the
 /// rule's verdict or the key whose absence is its error.
-pub(super) fn run<'v>(
+pub(in crate::validation) fn run<'v>(
     p: &'v Program,
     this: &'v Value,
     old: Option<&'v Value>,
@@ -539,7 +234,9 @@ fn eval<'a>(n: &'a Node, env: &mut [R<'a>]) -> R<'a> {
             let is_match = match p {
                 Pattern::Literal(r) => r.is_match(&s),
                 Pattern::Dynamic(p) => match eval(p, env)? {
-                    V::Str(p) => super::re2::compile(&p).map_err(|_| E::Bail)?.is_match(&s),
+                    V::Str(p) => crate::validation::re2::compile(&p)
+                        .map_err(|_| E::Bail)?
+                        .is_match(&s),
                     _ => return Err(E::Bail),
                 },
             };
@@ -812,94 +509,4 @@ fn each<'a>(
         _ => return Err(E::Bail),
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::value::yaml::parse_one;
-
-    const SCHEMA: &str = "{type: object, properties: {
-        num: {type: integer}, w: {type: number}, s: {type: string}, b: {type: boolean},
-        d: {type: string, format: date-time}, q: {x-kubernetes-int-or-string: true},
-        m: {type: object, additionalProperties: {type: string}},
-        ps: {type: array, x-kubernetes-list-type: map, x-kubernetes-list-map-keys: [name],
-             items: {type: object, properties: {name: {type: string}, port: {type: integer}}}}}}";
-
-    /// The fast path's answer for `rule` on `obj`; `None` when it leaves it to the crate.
-    fn fast(rule: &str, obj: &str) -> Option<Result<bool, String>> {
-        let s = Structural::from_value(&parse_one(SCHEMA).unwrap(), None);
-        let program = cel::Program::compile(rule).unwrap();
-        let p = compile(program.expression())?;
-        let v = parse_one(obj).unwrap();
-        run(&p, &v, None, &s, false)
-    }
-
-    const OBJ: &str = "{num: 3, w: 1, s: app-1, b: true, d: '2024-01-01T00:00:00Z', q: 50%,
-        m: {a: x, bb: yy}, ps: [{name: http, port: 80}, {name: metrics, port: 9090}]}";
-
-    #[test]
-    fn common_rules_are_answered_by_the_schema_typed_values() {
-        for (rule, want) in [
-            ("self.num >= 0 && self.num <= 100", true),
-            ("self.w == 1.0", true),
-            ("self.s.size() <= 63 && self.s.startsWith('app-')", true),
-            ("self.s.matches('^[a-z][a-z0-9-]*$')", true),
-            ("has(self.tier) ? self.tier == 'gold' : self.b", true),
-            ("self.ps.all(p, p.port > 0 && p.port < 65536)", true),
-            ("self.ps.exists(p, p.name == 'grpc')", false),
-            ("self.ps.exists_one(p, p.port > 100)", true),
-            ("self.ps.map(p, p.port).all(x, x >= 80)", true),
-            ("self.ps.filter(p, p.port > 100).size() == 1", true),
-            ("self.m.all(k, k.size() <= 2) && 'a' in self.m", true),
-            ("self.m['bb'] == 'yy' && self.m.a == 'x'", true),
-            ("self.s in ['app-1', 'app-2']", true),
-            ("self.q == '50%'", true),
-            (
-                "self.num * 2 - 1 == 5 && self.num / 2 == 1 && self.num % 2 == 1",
-                true,
-            ),
-            ("-self.num < 0 && !self.b == false", true),
-        ] {
-            assert_eq!(fast(rule, OBJ), Some(Ok(want)), "{rule}");
-        }
-    }
-
-    #[test]
-    fn a_missing_field_is_the_servers_error_unless_a_deciding_value_absorbs_it() {
-        assert_eq!(fast("self.x > 0", OBJ), Some(Err("x".into())));
-        assert_eq!(fast("self.x > 0 || true", OBJ), Some(Ok(true)));
-        assert_eq!(fast("false && self.x > 0", OBJ), Some(Ok(false)));
-        assert_eq!(fast("self.x > 0 && true", OBJ), Some(Err("x".into())));
-        assert_eq!(fast("has(self.x) && self.x > 0", OBJ), Some(Ok(false)));
-        // An error in one element of `all` is absorbed by a false one in another.
-        assert_eq!(
-            fast("self.ps.all(p, p.name == 'http' ? p.nope > 0 : false)", OBJ),
-            Some(Ok(false))
-        );
-        assert_eq!(
-            fast("self.ps.all(p, p.name == 'http' ? p.nope > 0 : true)", OBJ),
-            Some(Err("nope".into()))
-        );
-    }
-
-    #[test]
-    fn what_the_fast_path_cannot_be_sure_of_is_left_to_the_crate() {
-        for rule in [
-            // Mixed numeric types, overflow, division by zero, two errors meeting.
-            "self.num == 3.0",
-            "self.num * 9223372036854775807 > 0",
-            "self.num / 0 == 1",
-            "self.x > 0 || self.y > 0",
-            // A format-typed string, a list compared whole, an index past the end.
-            "self.d == self.d",
-            "self.ps == self.ps",
-            "self.ps[5].port > 0",
-        ] {
-            assert_eq!(fast(rule, OBJ), None, "{rule}");
-        }
-        // Functions it does not know are not compiled for it at all.
-        let p = cel::Program::compile("self.s.lowerAscii() == 'a'").unwrap();
-        assert!(compile(p.expression()).is_none());
-    }
 }
