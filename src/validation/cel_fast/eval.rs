@@ -373,29 +373,24 @@ fn binary<'a>(op: Op, a: V<'a>, b: V<'a>) -> R<'a> {
     })
 }
 
+/// `x op y` of two integers of one type, `None` on overflow or a zero divisor.
+macro_rules! checked {
+    ($op:expr, $x:expr, $y:expr) => {
+        match $op {
+            Op::Add => $x.checked_add($y),
+            Op::Sub => $x.checked_sub($y),
+            Op::Mul => $x.checked_mul($y),
+            Op::Div => $x.checked_div($y),
+            _ => $x.checked_rem($y),
+        }
+    };
+}
+
 fn arithmetic<'a>(op: Op, a: V<'a>, b: V<'a>) -> R<'a> {
     let bail = || E::Bail;
     Ok(match (a, b) {
-        (V::Int(x), V::Int(y)) => V::Int(
-            match op {
-                Op::Add => x.checked_add(y),
-                Op::Sub => x.checked_sub(y),
-                Op::Mul => x.checked_mul(y),
-                Op::Div => x.checked_div(y),
-                _ => x.checked_rem(y),
-            }
-            .ok_or_else(bail)?,
-        ),
-        (V::Uint(x), V::Uint(y)) => V::Uint(
-            match op {
-                Op::Add => x.checked_add(y),
-                Op::Sub => x.checked_sub(y),
-                Op::Mul => x.checked_mul(y),
-                Op::Div => x.checked_div(y),
-                _ => x.checked_rem(y),
-            }
-            .ok_or_else(bail)?,
-        ),
+        (V::Int(x), V::Int(y)) => V::Int(checked!(op, x, y).ok_or_else(bail)?),
+        (V::Uint(x), V::Uint(y)) => V::Uint(checked!(op, x, y).ok_or_else(bail)?),
         (V::Double(x), V::Double(y)) => V::Double(match op {
             Op::Add => x + y,
             Op::Sub => x - y,
