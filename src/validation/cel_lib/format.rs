@@ -17,8 +17,7 @@ use super::super::meta;
 use super::url::request_uri_error;
 use cel::ExecutionError;
 use cel::common::types::{CelList, CelOptional, CelString, Kind, Type};
-use cel::common::value::{StaticVal, Val};
-use std::any::Any;
+use cel::common::value::Val;
 use std::borrow::Cow;
 
 /// `kubernetes.NamedFormat`.
@@ -81,34 +80,11 @@ impl NamedFormat {
     }
 }
 
-impl Val for NamedFormat {
-    fn get_type(&self) -> &Type {
-        &FORMAT_TYPE
-    }
-
-    fn cel_type() -> &'static Type {
-        &FORMAT_TYPE
-    }
-
-    fn equals(&self, other: &dyn Val) -> bool {
-        other
-            .downcast_ref::<NamedFormat>()
-            .is_some_and(|o| o.name == self.name)
-    }
-
-    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v>
-    where
-        Self: 'v,
-    {
-        Box::new(self.clone())
-    }
-
-    fn as_any(&self) -> Option<&dyn Any> {
-        Some(self)
-    }
-}
-
-impl StaticVal for NamedFormat {}
+super::library_val!(NamedFormat, FORMAT_TYPE, |this, other| {
+    other
+        .downcast_ref::<NamedFormat>()
+        .is_some_and(|o| o.name == this.name)
+});
 
 /// `maskTrailingDash`: a name longer than one byte that ends with `-` loses its last two
 /// bytes for an `a`. Go slices bytes, so a character cut in two leaves bytes no name pattern
@@ -321,20 +297,7 @@ pub(super) fn register(env: &mut cel::Env) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
-
-    fn eval(expr: &str) -> Result<cel::Value, ExecutionError> {
-        let mut env = cel::Env::stdlib();
-        register(&mut env);
-        super::super::url::register(&mut env);
-        let env = Arc::new(env);
-        let program = env.compile(expr).expect("compiles");
-        program.execute(&cel::Context::with_env(env.clone()))
-    }
-
-    fn yes(expr: &str) {
-        assert_eq!(eval(expr), Ok(cel::Value::Bool(true)), "{expr}");
-    }
+    use crate::validation::cel_lib::tests::yes;
 
     const NAMES: [&str; 13] = [
         "dns1123Label",

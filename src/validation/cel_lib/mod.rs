@@ -28,6 +28,41 @@
 //! it; what Kubernetes has and fieldguard not is an undeclared function here, reported as not
 //! evaluated.
 
+/// `impl Val` (and `StaticVal`) for a library's value type `$t`, of CEL type `$ty`: cloned
+/// and downcast as any value; equal to another as `$equals` (`this`, `other`) says.
+macro_rules! library_val {
+    ($t:ty, $ty:expr, |$this:ident, $other:ident| $equals:block) => {
+        impl cel::common::value::Val for $t {
+            fn get_type(&self) -> &cel::common::types::Type {
+                &$ty
+            }
+
+            fn cel_type() -> &'static cel::common::types::Type {
+                &$ty
+            }
+
+            fn equals(&self, other: &dyn cel::common::value::Val) -> bool {
+                let ($this, $other) = (self, other);
+                $equals
+            }
+
+            fn clone_as_boxed<'v>(&self) -> Box<dyn cel::common::value::Val + 'v>
+            where
+                Self: 'v,
+            {
+                Box::new(self.clone())
+            }
+
+            fn as_any(&self) -> Option<&dyn std::any::Any> {
+                Some(self)
+            }
+        }
+
+        impl cel::common::value::StaticVal for $t {}
+    };
+}
+use library_val;
+
 mod format;
 mod lists;
 mod net;
@@ -116,6 +151,21 @@ fn iterable<'b, 'v>(
 
 #[cfg(test)]
 pub(super) mod tests {
+    /// `expr` evaluated in fieldguard's environment (every library registered, as rules see
+    /// them); it must compile.
+    pub(crate) fn run(expr: &str) -> Result<cel::Value, cel::ExecutionError> {
+        let mut env = cel::Env::stdlib();
+        super::register(&mut env);
+        let env = std::sync::Arc::new(env);
+        let program = env.compile(expr).expect("compiles");
+        program.execute(&cel::Context::with_env(env.clone()))
+    }
+
+    /// Asserts that `expr` is `true`.
+    pub(crate) fn yes(expr: &str) {
+        assert_eq!(run(expr), Ok(cel::Value::Bool(true)), "{expr}");
+    }
+
     /// `expr` evaluated in fieldguard's environment: its value as CEL prints it, or
     /// `error: ...`.
     pub(crate) fn eval(expr: &str) -> String {

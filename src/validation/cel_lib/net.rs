@@ -21,8 +21,6 @@ use super::quantity::undecided;
 use crate::value::gofmt::quote_bounded;
 use cel::ExecutionError;
 use cel::common::types::{CelBool, CelInt, CelString, Type};
-use cel::common::value::{StaticVal, Val};
-use std::any::Any;
 use std::fmt::Write as _;
 use std::sync::LazyLock;
 
@@ -499,38 +497,15 @@ fn parse_cidr(raw: &str) -> Result<Cidr, String> {
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Ip(Addr);
 
-impl Val for Ip {
-    fn get_type(&self) -> &Type {
-        <Self as Val>::cel_type()
-    }
-
-    fn cel_type() -> &'static Type {
-        &IP_TYPE
-    }
-
-    fn equals(&self, other: &dyn Val) -> bool {
-        match other.downcast_ref::<Ip>() {
-            Some(o) => self.0 == o.0,
-            None => {
-                undecided("an IP compared with another type, which Go reports as an error");
-                false
-            }
+super::library_val!(Ip, IP_TYPE, |this, other| {
+    match other.downcast_ref::<Ip>() {
+        Some(o) => this.0 == o.0,
+        None => {
+            undecided("an IP compared with another type, which Go reports as an error");
+            false
         }
     }
-
-    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v>
-    where
-        Self: 'v,
-    {
-        Box::new(*self)
-    }
-
-    fn as_any(&self) -> Option<&dyn Any> {
-        Some(self)
-    }
-}
-
-impl StaticVal for Ip {}
+});
 
 /// A `net.CIDR`: a `netip.Prefix`, its address as written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -558,38 +533,15 @@ impl Cidr {
     }
 }
 
-impl Val for Cidr {
-    fn get_type(&self) -> &Type {
-        <Self as Val>::cel_type()
-    }
-
-    fn cel_type() -> &'static Type {
-        &CIDR_TYPE
-    }
-
-    fn equals(&self, other: &dyn Val) -> bool {
-        match other.downcast_ref::<Cidr>() {
-            Some(o) => self == o,
-            None => {
-                undecided("a CIDR compared with another type, which Go reports as an error");
-                false
-            }
+super::library_val!(Cidr, CIDR_TYPE, |this, other| {
+    match other.downcast_ref::<Cidr>() {
+        Some(o) => this == o,
+        None => {
+            undecided("a CIDR compared with another type, which Go reports as an error");
+            false
         }
     }
-
-    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v>
-    where
-        Self: 'v,
-    {
-        Box::new(*self)
-    }
-
-    fn as_any(&self) -> Option<&dyn Any> {
-        Some(self)
-    }
-}
-
-impl StaticVal for Cidr {}
+});
 
 fn ip(s: &CelString<'_>) -> Result<Ip, ExecutionError> {
     parse_ip(s.inner())

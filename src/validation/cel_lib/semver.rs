@@ -11,8 +11,6 @@
 use crate::value::gofmt::quote;
 use cel::ExecutionError;
 use cel::common::types::{CelBool, CelInt, CelString, Kind, Type};
-use cel::common::value::{StaticVal, Val};
-use std::any::Any;
 use std::cmp::Ordering;
 
 /// `kubernetes.Semver`.
@@ -73,34 +71,11 @@ impl Semver {
     }
 }
 
-impl Val for Semver {
-    fn get_type(&self) -> &Type {
-        &SEMVER_TYPE
-    }
-
-    fn cel_type() -> &'static Type {
-        &SEMVER_TYPE
-    }
-
-    fn equals(&self, other: &dyn Val) -> bool {
-        other
-            .downcast_ref::<Semver>()
-            .is_some_and(|o| self.compare(o) == Ordering::Equal)
-    }
-
-    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v>
-    where
-        Self: 'v,
-    {
-        Box::new(self.clone())
-    }
-
-    fn as_any(&self) -> Option<&dyn Any> {
-        Some(self)
-    }
-}
-
-impl StaticVal for Semver {}
+super::library_val!(Semver, SEMVER_TYPE, |this, other| {
+    other
+        .downcast_ref::<Semver>()
+        .is_some_and(|o| this.compare(o) == Ordering::Equal)
+});
 
 const NUMBERS: &[u8] = b"0123456789";
 
@@ -342,19 +317,7 @@ pub(super) fn register(env: &mut cel::Env) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
-
-    fn eval(expr: &str) -> Result<cel::Value, ExecutionError> {
-        let mut env = cel::Env::stdlib();
-        register(&mut env);
-        let env = Arc::new(env);
-        let program = env.compile(expr).expect("compiles");
-        program.execute(&cel::Context::with_env(env.clone()))
-    }
-
-    fn yes(expr: &str) {
-        assert_eq!(eval(expr), Ok(cel::Value::Bool(true)), "{expr}");
-    }
+    use crate::validation::cel_lib::tests::{run as eval, yes};
 
     #[test]
     fn parses_and_compares() {

@@ -37,9 +37,7 @@ mod go_resource;
 
 use cel::ExecutionError;
 use cel::common::types::{CelBool, CelDouble, CelInt, CelString, Type};
-use cel::common::value::{StaticVal, Val};
 use go_resource::{Amount, BEYOND, COSTLY, Dec, Form, ParseError, parse, pow10};
-use std::any::Any;
 use std::cell::Cell;
 use std::cmp::Ordering;
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
@@ -159,47 +157,24 @@ impl Quantity {
     }
 }
 
-impl Val for Quantity {
-    fn get_type(&self) -> &Type {
-        <Self as Val>::cel_type()
-    }
-
-    fn cel_type() -> &'static Type {
-        &QUANTITY_TYPE
-    }
-
-    /// `apiservercel.Quantity.Equal`: the other value must be a `Quantity` (not a pointer to
-    /// one, nor anything else), which it compares with by value.
-    fn equals(&self, other: &dyn Val) -> bool {
-        let Some(o) = other.downcast_ref::<Quantity>().filter(|o| !o.pointer) else {
-            undecided(
-                "a quantity compared with a value other than one made by quantity(), which Go \
-                 reports as an error",
-            );
-            return false;
-        };
-        match cmp_forms(&self.form(), &o.form(), "_==_") {
-            Ok(order) => order == Ordering::Equal,
-            Err(_) => {
-                undecided("quantities compared whose comparison fieldguard does not reproduce");
-                false
-            }
+// `apiservercel.Quantity.Equal`: the other value must be a `Quantity` (not a pointer to
+// one, nor anything else), which it compares with by value.
+super::library_val!(Quantity, QUANTITY_TYPE, |this, other| {
+    let Some(o) = other.downcast_ref::<Quantity>().filter(|o| !o.pointer) else {
+        undecided(
+            "a quantity compared with a value other than one made by quantity(), which Go \
+             reports as an error",
+        );
+        return false;
+    };
+    match cmp_forms(&this.form(), &o.form(), "_==_") {
+        Ok(order) => order == Ordering::Equal,
+        Err(_) => {
+            undecided("quantities compared whose comparison fieldguard does not reproduce");
+            false
         }
     }
-
-    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v>
-    where
-        Self: 'v,
-    {
-        Box::new(self.clone())
-    }
-
-    fn as_any(&self) -> Option<&dyn Any> {
-        Some(self)
-    }
-}
-
-impl StaticVal for Quantity {}
+});
 
 fn quantity(s: &CelString<'_>) -> Result<Quantity, ExecutionError> {
     parse(s.inner().as_bytes())

@@ -23,10 +23,9 @@ mod go_url;
 
 use cel::ExecutionError;
 use cel::common::types::{CelBool, CelList, CelMap, CelMapKey, CelString, Kind, Type};
-use cel::common::value::{StaticVal, Val};
+use cel::common::value::Val;
 use go_bytes::{find, quote_bytes};
 use go_url::{GoUrl, Mode, UrlError, unescape};
-use std::any::Any;
 use std::collections::HashMap;
 
 /// `kubernetes.URL`.
@@ -67,34 +66,11 @@ pub(super) struct Url {
     printed: Vec<u8>,
 }
 
-impl Val for Url {
-    fn get_type(&self) -> &Type {
-        &URL_TYPE
-    }
-
-    fn cel_type() -> &'static Type {
-        &URL_TYPE
-    }
-
-    fn equals(&self, other: &dyn Val) -> bool {
-        other
-            .downcast_ref::<Url>()
-            .is_some_and(|o| self.printed == o.printed)
-    }
-
-    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v>
-    where
-        Self: 'v,
-    {
-        Box::new(self.clone())
-    }
-
-    fn as_any(&self) -> Option<&dyn Any> {
-        Some(self)
-    }
-}
-
-impl StaticVal for Url {}
+super::library_val!(Url, URL_TYPE, |this, other| {
+    other
+        .downcast_ref::<Url>()
+        .is_some_and(|o| this.printed == o.printed)
+});
 
 fn url(s: &CelString<'_>) -> Result<Url, ExecutionError> {
     let s = s.inner();
@@ -231,19 +207,7 @@ pub(super) fn register(env: &mut cel::Env) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
-
-    fn eval(expr: &str) -> Result<cel::Value, ExecutionError> {
-        let mut env = cel::Env::stdlib();
-        register(&mut env);
-        let env = Arc::new(env);
-        let program = env.compile(expr).expect("compiles");
-        program.execute(&cel::Context::with_env(env.clone()))
-    }
-
-    fn yes(expr: &str) {
-        assert_eq!(eval(expr), Ok(cel::Value::Bool(true)), "{expr}");
-    }
+    use crate::validation::cel_lib::tests::{run as eval, yes};
 
     #[test]
     fn is_url_follows_parse_request_uri() {
